@@ -1,0 +1,42 @@
+# The README's commands. Each one sets up .venv first (idempotent, quick the second time).
+SHELL   := /bin/bash
+PYTHON  ?= python3
+SCALE   ?= workshop
+VENV    := .venv
+PY      := $(VENV)/bin/python
+RESULTS := results
+NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
+           --nbval-cell-timeout=600 --nbval-kernel-startup-timeout=120
+
+.PHONY: setup test reproduce notebooks lab bench clean
+
+setup:  ## create .venv and install everything (ffcv when its system libraries can be had)
+	@bash .ci/setup.sh $(PYTHON)
+
+test:  ## unit tests + nbval over every notebook at the smoke scale
+	@start=$$(date +%s); \
+	bash .ci/setup.sh $(PYTHON) && \
+	FASTLOOPS_SCALE=smoke FASTLOOPS_RESULTS=$(RESULTS)/smoke $(PY) -m pytest -q tests notebooks $(NBVAL); rc=$$?; \
+	echo "make test: $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; exit $$rc
+
+reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md
+	@start=$$(date +%s); \
+	bash .ci/setup.sh $(PYTHON) && \
+	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.notebooks run --out $(RESULTS)/notebooks \
+	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json; rc=$$?; \
+	echo "[reproduce] benchmarks (elapsed $$(( $$(date +%s) - start )) s)"; \
+	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.bench all || rc=1; \
+	$(PY) -m fastloops_helpers.report --results $(RESULTS) || rc=1; \
+	echo "make reproduce: $$([ $$rc = 0 ] && echo done || echo FAILED) in $$(( $$(date +%s) - start )) s; see $(RESULTS)/REPORT.md"; exit $$rc
+
+notebooks:  ## re-execute the committed notebooks in place at the workshop scale (refreshes stored outputs)
+	@bash .ci/setup.sh $(PYTHON) && FASTLOOPS_SCALE=workshop $(PY) -m fastloops_helpers.notebooks run --inplace $(NB)
+
+lab:  ## JupyterLab on the venv
+	@bash .ci/setup.sh $(PYTHON) lab && $(VENV)/bin/jupyter lab notebooks
+
+bench:  ## one benchmark: make bench NAME=loops [SCALE=...]
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.bench $(NAME) --scale $(SCALE)
+
+clean:  ## remove generated data and results (keeps .venv)
+	rm -rf data $(RESULTS)

@@ -1,0 +1,3 @@
+"""Loaders, samplers, prefetchers and measurement tools behind the fastloops notebooks."""
+
+__version__ = "0.1.0"

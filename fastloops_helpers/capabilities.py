@@ -1,0 +1,103 @@
+"""Which optional parts work on this machine, and how to add the ones that are missing.
+
+Explained in notebooks/00_setup.ipynb.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+
+import torch
+
+SYSLIBS = "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev"
+
+
+@dataclass(frozen=True)
+class Capability:
+    """One optional part: whether it works here, what was found, and how to add it."""
+
+    name: str
+    ok: bool
+    detail: str
+    how_to_add: str
+    used_by: str
+
+
+def _package(dist: str, module: str, how: str) -> tuple[bool, str, str]:
+    if importlib.util.find_spec(module) is None:
+        return False, "not installed", how
+    try:
+        return True, f"version {metadata.version(dist)}", how
+    except metadata.PackageNotFoundError:
+        return True, "installed", how
+
+
+def check_gpu() -> tuple[bool, str, str]:
+    """Report whether torch sees a CUDA GPU."""
+    if torch.cuda.is_available():
+        return True, torch.cuda.get_device_name(0), ""
+    return False, f"torch {torch.__version__} sees no CUDA device", "a machine with an NVIDIA GPU and a CUDA build of torch"
+
+
+def check_ffcv() -> tuple[bool, str, str]:
+    """Report whether ffcv imports (it needs opencv and libturbojpeg at build time)."""
+    how = f"{SYSLIBS} && make setup"
+    if importlib.util.find_spec("ffcv") is None:
+        return False, "not installed", how
+    try:
+        importlib.import_module("ffcv.loader")
+    except Exception as exc:  # a broken build raises anything from ImportError to numba errors
+        return False, f"installed but does not import: {type(exc).__name__}: {exc}", how
+    return True, f"version {metadata.version('ffcv')}", how
+
+
+def check_libjpeg_turbo() -> tuple[bool, str, str]:
+    """Report whether Pillow decodes JPEG with libjpeg-turbo."""
+    from PIL import features
+
+    turbo = bool(features.check_feature("libjpeg_turbo"))
+    version = features.version("jpg") or "?"
+    detail = f"Pillow's libjpeg is {'libjpeg-turbo ' if turbo else 'libjpeg '}{version}"
+    return turbo, detail, "the Pillow wheels from PyPI bundle libjpeg-turbo: pip install -U Pillow"
+
+
+def check_compile(device: str = "cpu") -> tuple[bool, str, str]:
+    """Compile and run a tiny pointwise function with torch.compile (inductor), timing the compile."""
+    fn = torch.compile(lambda x: torch.sigmoid(x.sin() * x.cos() + 1.0), dynamic=False)
+    x = torch.randn(1024, device=device)
+    start = time.perf_counter()
+    try:
+        ok = torch.allclose(fn(x), torch.sigmoid(x.sin() * x.cos() + 1.0), atol=1e-6)
+    except Exception as exc:  # missing compiler or headers surface as many exception types
+        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", \
+            "inductor needs a C++ compiler and Python headers: apt-get install g++ python3-dev"
+    return ok, f"inductor on {device}, first call {time.perf_counter() - start:.1f} s (compile included)", ""
+
+
+CHECKS: dict[str, tuple[Callable[[], tuple[bool, str, str]], str]] = {
+    "CUDA GPU": (check_gpu, "06, 07, 11 (GPU parts)"),
+    "ffcv": (check_ffcv, "10, 11"),
+    "tensorflow": (lambda: _package("tensorflow-cpu", "tensorflow", "pip install tensorflow-cpu"), "01"),
+    "libjpeg-turbo in Pillow": (check_libjpeg_turbo, "07, 08, 09"),
+    "torch.compile (CPU)": (check_compile, "05"),
+    "tensordict": (lambda: _package("tensordict", "tensordict", "pip install tensordict"), "06, 09"),
+    "optree": (lambda: _package("optree", "optree", "pip install optree"), "06"),
+    "dm-tree": (lambda: _package("dm-tree", "tree", "pip install dm-tree"), "06"),
+    "simplejpeg": (lambda: _package("simplejpeg", "simplejpeg", "pip install simplejpeg"), "08"),
+    "PyTurboJPEG": (lambda: _package("PyTurboJPEG", "turbojpeg", "pip install PyTurboJPEG"), "08"),
+    "JAX": (lambda: _package("jax", "jax", "pip install jax (about 600 MB)"), "06"),
+}
+
+
+def check_all() -> list[Capability]:
+    """Run every check and return one Capability per optional part."""
+    found = []
+    for name, (check, used_by) in CHECKS.items():
+        ok, detail, how = check()
+        found.append(Capability(name, bool(ok), detail, "" if ok else how, used_by))
+    return found

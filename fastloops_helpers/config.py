@@ -1,0 +1,95 @@
+"""The scale profile, the device choice, and where data and results live.
+
+Explained in notebooks/00_setup.ipynb.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+SCALES = ("smoke", "workshop", "full")
+DEFAULT_SCALE = "workshop"
+
+# One table of named sizes: name -> (smoke, workshop, full).
+# smoke: CI, every notebook under a minute on 2 cores; workshop: a few minutes on a laptop;
+# full: the seeds' own sizes. Notebooks and benchmarks read these through `size(name)`.
+SIZES: dict[str, tuple[Any, Any, Any]] = {
+    # measurement
+    "repeat": (3, 7, 15),                          # timed repeats after warm-up
+    "warmup": (1, 2, 3),                           # untimed runs first (caches, allocator, JIT)
+    "copy_mb": (32, 256, 1024),                    # buffer size for the copy-bandwidth benchmark
+    # notebook 01-03: the index-only loops of the slide
+    "loops.epochs": (2, 5, 1000),                  # epochs per loop
+    "loops.samples": (30_000, 300_000, 300_000),   # dataset length
+    "loops.batch_size": (300, 300, 300),           # the slide's batch size
+}
+
+
+def scale(value: str | None = None) -> str:
+    """Return the active scale profile (FASTLOOPS_SCALE), rejecting unknown names."""
+    name = value if value is not None else os.environ.get("FASTLOOPS_SCALE", DEFAULT_SCALE)
+    name = name.strip().lower()
+    if name not in SCALES:
+        raise ValueError(
+            f"unknown scale {name!r}: use one of {', '.join(SCALES)} "
+            f"(set FASTLOOPS_SCALE or pass --scale)"
+        )
+    return name
+
+
+def size(name: str, scale_name: str | None = None) -> Any:
+    """Return the named size for the active (or given) scale profile."""
+    if name not in SIZES:
+        raise KeyError(f"no size named {name!r} in config.SIZES; known: {', '.join(sorted(SIZES))}")
+    return SIZES[name][SCALES.index(scale(scale_name))]
+
+
+def sizes(prefix: str, scale_name: str | None = None) -> dict[str, Any]:
+    """Return every size whose name starts with `prefix.`, keyed by the rest of the name."""
+    return {k[len(prefix) + 1:]: size(k, scale_name) for k in SIZES if k.startswith(prefix + ".")}
+
+
+def device(value: str | None = None) -> torch.device:
+    """Return the compute device: FASTLOOPS_DEVICE if set, else CUDA when available, else CPU."""
+    name = value if value is not None else os.environ.get("FASTLOOPS_DEVICE", "")
+    if not name:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(name)
+    except RuntimeError as exc:
+        raise ValueError(f"FASTLOOPS_DEVICE={name!r} is not a torch device (try 'cpu' or 'cuda:0')") from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"FASTLOOPS_DEVICE={name!r} asks for CUDA, but torch sees no GPU here; unset it or use 'cpu'")
+    return dev
+
+
+def project_root() -> Path:
+    """Return the checkout's root (where pyproject.toml is), else the working directory."""
+    here = Path(__file__).resolve().parents[1]
+    return here if (here / "pyproject.toml").exists() else Path.cwd()
+
+
+def data_dir() -> Path:
+    """Return the folder for generated and cached data sets (FASTLOOPS_DATA, default data/)."""
+    return _folder("FASTLOOPS_DATA", "data")
+
+
+def results_dir() -> Path:
+    """Return the folder for saved figures and JSON results (FASTLOOPS_RESULTS, default results/)."""
+    return _folder("FASTLOOPS_RESULTS", "results")
+
+
+def _folder(env: str, default: str) -> Path:
+    path = Path(os.environ.get(env) or project_root() / default)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def describe() -> str:
+    """Return one line naming the scale, the device and how to change them."""
+    return (f"scale={scale()} (FASTLOOPS_SCALE: {'|'.join(SCALES)}), device={device()} "
+            f"(FASTLOOPS_DEVICE), data={data_dir()}, results={results_dir()}")

@@ -1,0 +1,62 @@
+import pytest
+import torch
+
+from fastloops_helpers import config
+
+
+def test_every_size_has_one_value_per_scale():
+    for name, values in config.SIZES.items():
+        assert len(values) == len(config.SCALES), name
+
+
+def test_scale_reads_environment(monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "Smoke ")
+    assert config.scale() == "smoke"
+    assert config.size("loops.samples") == config.SIZES["loops.samples"][0]
+    monkeypatch.setenv("FASTLOOPS_SCALE", "full")
+    assert config.size("loops.epochs") == 1000
+
+
+def test_default_scale_is_workshop(monkeypatch):
+    monkeypatch.delenv("FASTLOOPS_SCALE", raising=False)
+    assert config.scale() == "workshop"
+
+
+def test_unknown_scale_lists_valid_ones(monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "huge")
+    with pytest.raises(ValueError, match="'huge'.*smoke, workshop, full"):
+        config.scale()
+
+
+def test_unknown_size_name_is_a_clear_error():
+    with pytest.raises(KeyError, match="no size named 'nope'"):
+        config.size("nope")
+
+
+def test_sizes_by_prefix(monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "full")
+    assert config.sizes("loops") == {"epochs": 1000, "samples": 300_000, "batch_size": 300}
+
+
+def test_device_default_and_override(monkeypatch):
+    monkeypatch.delenv("FASTLOOPS_DEVICE", raising=False)
+    assert config.device().type == ("cuda" if torch.cuda.is_available() else "cpu")
+    monkeypatch.setenv("FASTLOOPS_DEVICE", "cpu")
+    assert config.device() == torch.device("cpu")
+    monkeypatch.setenv("FASTLOOPS_DEVICE", "banana")
+    with pytest.raises(ValueError, match="'banana' is not a torch device"):
+        config.device()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_cuda_override_without_gpu_is_rejected(monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_DEVICE", "cuda")
+    with pytest.raises(ValueError, match="sees no GPU"):
+        config.device()
+
+
+def test_folders_follow_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("FASTLOOPS_RESULTS", str(tmp_path / "r"))
+    monkeypatch.setenv("FASTLOOPS_DATA", str(tmp_path / "d"))
+    assert config.results_dir() == tmp_path / "r" and (tmp_path / "r").is_dir()
+    assert config.data_dir() == tmp_path / "d" and (tmp_path / "d").is_dir()

@@ -26,6 +26,12 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "loops.epochs": (2, 5, 1000),                  # epochs per loop
     "loops.samples": (30_000, 300_000, 300_000),   # dataset length
     "loops.batch_size": (300, 300, 300),           # the slide's batch size
+    # notebook 09 (precompute + memmap): the synthetic ants/bees ImageFolder and its benchmark
+    "imagefolder.train": (32, 244, 244),           # train JPEGs (the tutorial's subset has 244)
+    "imagefolder.val": (24, 153, 153),             # val JPEGs (the tutorial's subset has 153)
+    "imagefolder.px": (320, 500, 500),             # typical longer side; smaller decodes faster
+    "imagefolder.batch_size": (8, 32, 32),         # larger batches amortise per-batch overhead
+    "imagefolder.repeat": (1, 3, 5),               # timed epochs per configuration (decoding is slow)
 }
 
 

@@ -1,0 +1,88 @@
+import numpy as np
+import pytest
+import torch
+
+from fastloops_helpers.samplers import batch_class_entropy, grouped_permutation, quasi_random_permutation
+
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("n,group_size", [(0, 4), (1, 4), (7, 1), (16, 4), (17, 4), (23, 5), (3, 10), (1000, 64)])
+def test_grouped_permutation_is_a_true_int64_permutation_for_any_n(n, group_size):
+    perm = grouped_permutation(n, group_size, torch.Generator().manual_seed(0))
+    assert perm.dtype == torch.int64 and perm.shape == (n,)
+    assert torch.equal(perm.sort().values, torch.arange(n))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_grouped_permutation_lands_on_the_requested_device(device):
+    perm = grouped_permutation(101, 8, torch.Generator().manual_seed(1), device=device)
+    assert perm.device.type == device
+    assert torch.equal(perm.cpu().sort().values, torch.arange(101))
+
+
+def test_grouped_permutation_is_reproducible_with_a_seed_and_varies_without():
+    a = grouped_permutation(1000, 10, torch.Generator().manual_seed(5))
+    b = grouped_permutation(1000, 10, torch.Generator().manual_seed(5))
+    c = grouped_permutation(1000, 10, torch.Generator().manual_seed(6))
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    assert not torch.equal(grouped_permutation(1000, 10), grouped_permutation(1000, 10))
+
+
+def test_grouped_permutation_keeps_each_full_group_contiguous_and_shuffled():
+    n, g = 1000, 10
+    perm = grouped_permutation(n, g, torch.Generator().manual_seed(2))
+    blocks = perm.view(-1, g)
+    assert (blocks // g == (blocks[:, :1] // g)).all()  # one group per block
+    assert not torch.equal(blocks // g, torch.arange(n // g).unsqueeze(1).expand(-1, g))  # group order shuffled
+    assert (blocks % g != torch.arange(g)).any(dim=1).float().mean() > 0.9  # items inside shuffled
+
+
+def test_grouped_permutation_uses_several_inner_orders():
+    perm = grouped_permutation(64 * 100, 64, torch.Generator().manual_seed(3), variants=4)
+    inner = {tuple((row % 64).tolist()) for row in perm.view(-1, 64)}
+    assert len(inner) == 4
+    one = grouped_permutation(64 * 100, 64, torch.Generator().manual_seed(3), variants=1)
+    assert len({tuple((row % 64).tolist()) for row in one.view(-1, 64)}) == 1
+
+
+def test_grouped_permutation_partial_group_moves_around():
+    slots = {int((grouped_permutation(25, 10, torch.Generator().manual_seed(s)) >= 20).nonzero()[0]) // 10
+             for s in range(30)}
+    assert slots == {0, 1, 2}
+
+
+@pytest.mark.parametrize("bad", [dict(n=-1, group_size=4), dict(n=4, group_size=0)])
+def test_grouped_permutation_rejects_bad_sizes(bad):
+    with pytest.raises(ValueError, match="must be >="):
+        grouped_permutation(**bad)
+
+
+@pytest.mark.parametrize("n,page,buffer", [(0, 4, 2), (1, 4, 2), (100, 7, 3), (64, 8, 100), (50, 1, 1)])
+def test_quasi_random_is_a_true_permutation(n, page, buffer):
+    order = quasi_random_permutation(n, page, buffer, np.random.default_rng(0))
+    assert order.dtype == np.int64 and np.array_equal(np.sort(order), np.arange(n))
+
+
+def test_quasi_random_with_one_open_page_reads_pages_whole():
+    order = quasi_random_permutation(40, 8, 1, np.random.default_rng(1)).reshape(5, 8)
+    assert (order // 8 == order[:, :1] // 8).all()
+    assert sorted(order[:, 0] // 8) == [0, 1, 2, 3, 4]
+
+
+def test_quasi_random_buffer_bounds_how_far_ahead_it_reaches():
+    n, page, buffer = 1000, 10, 3
+    order = quasi_random_permutation(n, page, buffer, np.random.default_rng(2))
+    first = order[:page]  # the first page-size samples come from the first `buffer` opened pages
+    assert len(set(first // page)) <= buffer
+    assert not np.array_equal(order, quasi_random_permutation(n, page, buffer, np.random.default_rng(3)))
+
+
+def test_batch_class_entropy_is_zero_for_sorted_and_near_max_for_shuffled():
+    labels = np.repeat(np.arange(4), 250)
+    assert batch_class_entropy(labels, np.arange(1000), 50) == 0.0
+    shuffled = batch_class_entropy(labels, np.random.default_rng(0).permutation(1000), 50)
+    assert 1.8 < shuffled <= 2.0
+    assert batch_class_entropy(labels, np.array([0, 250, 500, 750]), 4) == pytest.approx(2.0)
+    with pytest.raises(ValueError, match="fewer than one batch"):
+        batch_class_entropy(labels, np.arange(3), 4)

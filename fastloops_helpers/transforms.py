@@ -1,0 +1,207 @@
+"""Batched, vectorised image transforms (normalise, random crop and flip, center crop, resize), CPU or GPU.
+
+Every batched function takes a (N, C, H, W) batch or one (C, H, W) image, uint8 or float, on any device, and
+draws one random offset or flip per sample in a single call, so a batch costs a few kernels instead of N.
+The per-sample pipelines at the end are the DataLoader baseline (no torchvision needed): they decode-side
+transform one PIL image at a time with the same arithmetic, so both sides produce the same batches.
+Explained in notebooks/09_precompute_memmap.ipynb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from PIL import Image
+from torch import Tensor, nn
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def _check_image(x: Tensor) -> None:
+    if x.dim() not in (3, 4):
+        raise ValueError(f"expected a (C, H, W) image or an (N, C, H, W) batch, got shape {tuple(x.shape)}")
+
+
+# -------------------------------------------------------------------------------------------- normalise
+def normalize(x: Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+              dtype: torch.dtype = torch.float32) -> Tensor:
+    """Return (x / 255 - mean) / std for uint8 input, (x - mean) / std for float input, as `dtype`.
+
+    One multiply-add per pixel (the tutorial's InvAffine with loc = 255 mean, scale = 255 std), so it also
+    replaces ToTensor's division by 255. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    _check_image(x)
+    if len(mean) != x.shape[-3] or len(std) != x.shape[-3]:
+        raise ValueError(f"mean and std need one value per channel ({x.shape[-3]}), got {len(mean)} and {len(std)}")
+    unit = 255.0 if x.dtype == torch.uint8 else 1.0
+    m = torch.tensor(mean, dtype=torch.float64)
+    s = torch.tensor(std, dtype=torch.float64)
+    mul = (1.0 / (unit * s)).to(dtype=dtype, device=x.device).view(-1, 1, 1)
+    add = (-m / s).to(dtype=dtype, device=x.device).view(-1, 1, 1)
+    return torch.addcmul(add, x, mul)  # one pass: reads uint8, writes float (no float copy of x first)
+
+
+class Normalize(nn.Module):
+    """Normalise a batch with per-channel mean and std (see `normalize`).
+
+    Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 dtype: torch.dtype = torch.float32) -> None:
+        super().__init__()
+        self.mean, self.std, self.dtype = tuple(mean), tuple(std), dtype
+
+    def forward(self, x: Tensor) -> Tensor:
+        return normalize(x, self.mean, self.std, self.dtype)
+
+
+# ------------------------------------------------------------------------------------ random crop, flip
+def crop_offsets(n: int, height: int, width: int, size: int, generator: torch.Generator | None = None
+                 ) -> tuple[Tensor, Tensor]:
+    """Draw one (top, left) offset per sample for `size` x `size` crops of a `height` x `width` image."""
+    if size > height or size > width:
+        raise ValueError(f"crop size {size} is larger than the image ({height} x {width}): resize first")
+    tops = torch.randint(height - size + 1, (n,), generator=generator)
+    lefts = torch.randint(width - size + 1, (n,), generator=generator)
+    return tops, lefts
+
+
+def crop(x: Tensor, tops: Tensor, lefts: Tensor, size: int, flips: Tensor | None = None) -> Tensor:
+    """Cut a `size` x `size` window at a different (top, left) per sample, mirrored where `flips` is True.
+
+    Two gathers with broadcast (never materialised) indices: rows, then columns; a flip only reverses the
+    column index, so it costs nothing extra. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    _check_image(x)
+    single = x.dim() == 3
+    x = x.unsqueeze(0) if single else x
+    n, c, _, w = x.shape
+    ar = torch.arange(size, device=x.device)
+    rows = tops.to(x.device)[:, None] + ar
+    cols = lefts.to(x.device)[:, None] + ar
+    if flips is not None:
+        cols = torch.where(flips.to(x.device)[:, None], cols.flip(-1), cols)
+    out = x.gather(2, rows[:, None, :, None].expand(n, c, size, w))
+    out = out.gather(3, cols[:, None, None, :].expand(n, c, size, size))
+    return out[0] if single else out
+
+
+def random_crop(x: Tensor, size: int, hflip_p: float = 0.0, generator: torch.Generator | None = None) -> Tensor:
+    """Crop each sample at its own random offset and mirror it with probability `hflip_p`.
+
+    Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    _check_image(x)
+    n = 1 if x.dim() == 3 else x.shape[0]
+    tops, lefts = crop_offsets(n, x.shape[-2], x.shape[-1], size, generator)
+    flips = torch.rand(n, generator=generator) < hflip_p if hflip_p > 0 else None
+    return crop(x, tops, lefts, size, flips)
+
+
+def random_hflip(x: Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> Tensor:
+    """Mirror each sample left-right with probability `p`, independently per sample."""
+    _check_image(x)
+    n = 1 if x.dim() == 3 else x.shape[0]
+    flips = (torch.rand(n, generator=generator) < p).to(x.device)
+    return torch.where(flips.view(-1, 1, 1, 1) if x.dim() == 4 else flips.view(1, 1, 1), x.flip(-1), x)
+
+
+class RandomCrop(nn.Module):
+    """Random `size` x `size` crop per sample, optionally fused with a random horizontal flip.
+
+    Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+
+    def __init__(self, size: int, hflip_p: float = 0.0, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.size, self.hflip_p, self.generator = size, hflip_p, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        return random_crop(x, self.size, self.hflip_p, self.generator)
+
+
+class RandomHFlip(nn.Module):
+    """Mirror each sample left-right with probability `p`."""
+
+    def __init__(self, p: float = 0.5, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.p, self.generator = p, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        return random_hflip(x, self.p, self.generator)
+
+
+# ------------------------------------------------------------------------------- center crop and resize
+def center_crop(x: Tensor, size: int) -> Tensor:
+    """Return the central `size` x `size` window (a view; rounding like torchvision's CenterCrop)."""
+    _check_image(x)
+    h, w = x.shape[-2:]
+    if size > h or size > w:
+        raise ValueError(f"crop size {size} is larger than the image ({h} x {w}): resize first")
+    top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
+    return x[..., top:top + size, left:left + size]
+
+
+def resize(x: Tensor, size: int | tuple[int, int]) -> Tensor:
+    """Resize a batch (bilinear, antialiased): an int sets the shorter side, a pair sets (height, width)."""
+    _check_image(x)
+    h, w = x.shape[-2:]
+    hw = _target_size(h, w, size)
+    batch = x if x.dim() == 4 else x.unsqueeze(0)
+    out = F.interpolate(batch.float(), size=hw, mode="bilinear", antialias=True, align_corners=False)
+    if x.dtype == torch.uint8:
+        out = out.round_().clamp_(0, 255).to(torch.uint8)
+    return out if x.dim() == 4 else out[0]
+
+
+def _target_size(h: int, w: int, size: int | tuple[int, int]) -> tuple[int, int]:
+    if isinstance(size, int):
+        return (size, int(size * w / h)) if h <= w else (int(size * h / w), size)
+    return int(size[0]), int(size[1])
+
+
+# ------------------------------------------------- per-sample pipelines: the DataLoader + ImageFolder side
+def pil_resize(img: Image.Image, size: int | tuple[int, int]) -> Image.Image:
+    """Resize a PIL image (bilinear, antialiased): an int sets the shorter side, a pair (height, width)."""
+    h, w = _target_size(img.height, img.width, size)
+    return img.resize((w, h), Image.BILINEAR)
+
+
+def to_tensor(img: Image.Image) -> Tensor:
+    """Return a PIL RGB image as a (C, H, W) uint8 tensor (torchvision's PILToTensor, without torchvision)."""
+    return torch.from_numpy(np.array(img, dtype=np.uint8, copy=True)).permute(2, 0, 1)
+
+
+class TrainSampleTransform:
+    """One PIL image -> resize to (resize, resize), random crop, random flip, normalise (float CHW)."""
+
+    def __init__(self, resize: int = 256, crop: int = 224, hflip_p: float = 0.5,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+        self.resize, self.crop, self.hflip_p, self.mean, self.std = resize, crop, hflip_p, mean, std
+
+    def __call__(self, img: Image.Image) -> Tensor:
+        return normalize(random_crop(self.precompute(img), self.crop, self.hflip_p), self.mean, self.std)
+
+    def precompute(self, img: Image.Image) -> Tensor:
+        """Return the deterministic part (resize to a fixed square) as uint8: what a memmap can store."""
+        return to_tensor(pil_resize(img, (self.resize, self.resize)))
+
+
+class ValSampleTransform:
+    """One PIL image -> resize the shorter side, center crop, normalise (float CHW)."""
+
+    def __init__(self, resize: int = 256, crop: int = 224,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+        self.resize, self.crop, self.mean, self.std = resize, crop, mean, std
+
+    def __call__(self, img: Image.Image) -> Tensor:
+        return normalize(self.precompute(img), self.mean, self.std)
+
+    def precompute(self, img: Image.Image) -> Tensor:
+        """Return the deterministic part (resize + center crop) as uint8: what a memmap can store."""
+        return center_crop(to_tensor(pil_resize(img, self.resize)), self.crop)

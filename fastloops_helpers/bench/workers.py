@@ -1,0 +1,66 @@
+"""DataLoader num_workers ladder on decoded JPEGs: images/s and the share of time the loop waits for data."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+from torch.utils.data import DataLoader
+
+from .. import config, timeline
+from ..datasets.imagefolder import ImageFolder, synthetic_imagefolder
+from ..workerdata import ResizeToTensor
+from . import BenchResult
+
+
+def jpeg_dataset(px: int | None = None) -> ImageFolder:
+    """Return the cached synthetic ImageFolder's train split, decoded and resized to `px` x `px`."""
+    px = px or config.size("anatomy.px")
+    return ImageFolder(synthetic_imagefolder() / "train", transform=ResizeToTensor(px))
+
+
+def make_loader(dataset: Any, num_workers: int = 0, batch_size: int | None = None, **kw: Any) -> DataLoader:
+    """Return an instrumented DataLoader over `dataset` (events recorded by `timeline`)."""
+    data, collate = timeline.instrument(dataset, kw.pop("collate_fn", None))
+    if num_workers == 0:
+        kw.pop("prefetch_factor", None)
+        kw.pop("persistent_workers", None)
+    return DataLoader(data, batch_size=batch_size or config.size("anatomy.batch_size"), shuffle=False,
+                      num_workers=num_workers, collate_fn=collate, **kw)
+
+
+def measure_loader(loader: Any, epochs: int = 1, step_ms: float | None = None,
+                   wrap: Any = None) -> tuple[dict[str, Any], timeline.Timeline]:
+    """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a GPU-like step."""
+    step = timeline.gpu_like_step((config.size("anatomy.step_ms") if step_ms is None else step_ms) / 1000)
+    tl = None
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(pin_memory|worker processes|CUDAPrefetcher).*")
+        for _ in range(epochs):
+            tl = timeline.record(wrap(loader) if wrap else loader, step=step, timeline=tl)
+    return tl.summary(), tl
+
+
+def ladder() -> list[int]:
+    """Return the num_workers values to try: 0, 1, 2 and the number of cores."""
+    return sorted({0, 1, 2, os.cpu_count() or 1})
+
+
+def run() -> BenchResult:
+    """Measure one epoch per num_workers value (after one untimed epoch that warms the page cache)."""
+    dataset = jpeg_dataset()
+    measure_loader(make_loader(dataset, 0), step_ms=0)  # warm-up: files into the page cache
+    rows = []
+    for n in ladder():
+        summary, _ = measure_loader(make_loader(dataset, n))
+        rows.append({"num_workers": n, "img_per_s": summary["samples_per_s"], "wait_share": summary["wait_share"],
+                     "first_batch_s": summary["first_batch_s"], "wall_s": summary["wall_s"]})
+    base = rows[0]["img_per_s"]
+    best = max(rows, key=lambda r: r["img_per_s"])
+    figures = {"img_per_s_workers0": base, "img_per_s_best": best["img_per_s"],
+               "best_num_workers": best["num_workers"], "speedup_best_vs_0": best["img_per_s"] / base,
+               "wait_share_workers0": rows[0]["wait_share"], "wait_share_best": best["wait_share"]}
+    knobs = {"images": len(dataset), "px": config.size("anatomy.px"), "batch_size": config.size("anatomy.batch_size"),
+             "step_ms": config.size("anatomy.step_ms"), "cores": os.cpu_count()}
+    return BenchResult(rows, figures, knobs=knobs, repeats=1)

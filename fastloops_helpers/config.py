@@ -26,12 +26,30 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "loops.epochs": (2, 5, 1000),                  # epochs per loop
     "loops.samples": (30_000, 300_000, 300_000),   # dataset length
     "loops.batch_size": (300, 300, 300),           # the slide's batch size
+    "loops.worker_epochs": (1, 2, 1000),           # epochs for the slow loops (DataLoader per sample, tf.data)
+    "getitem.batch_sizes": ((1, 10, 100, 1000), (1, 3, 10, 30, 100, 300, 1000, 3000), (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)),  # notebook 02 sweep
+    "getitem.features": (93, 93, 93),              # row width of the float matrix (Otto's 93 features)
+    "gather.rows": (30_000, 300_000, 300_000),     # benchmark `gather`: rows of the float32 matrix
+    "gather.features": (93, 93, 93),               # its columns (Otto's 93 features)
+    "gather.batch_size": (1024, 1024, 1024),       # rows per shuffled batch
+    "gather.epochs": (2, 5, 20),                   # timed epochs per gather primitive
+    # notebooks 10 (FFCV on Otto) and 11 (FFCV on CIFAR-10), benchmarks `otto` and `cifar` (seed 003)
+    "otto.rows": (8_000, 61_878, 61_878),          # rows of the (synthetic) train.csv; the real one has 61,878
+    "otto.batch_size": (1024, 1024, 1024),         # the seed's batch size
+    "otto.epochs": (2, 4, 10),                     # timed epochs per loader, after one warm-up epoch
+    "otto.train_epochs": (2, 6, 20),               # epochs of the short training run per loader
+    "cifar.train": (1_280, 6_400, 50_000),         # training images (CIFAR-10 has 50,000)
+    "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
+    "cifar.batch_size": (128, 128, 128),           # the seed's batch size
+    "cifar.steps": (3, 8, 100),                    # timed full training steps per loader (the model is slow)
+    "cifar.wrn": ((10, 1), (16, 2), (28, 10)),     # WideResNet (depth, widen_factor): WRN-28-10 only at full
     # notebook 09 (precompute + memmap): the synthetic ants/bees ImageFolder and its benchmark
     "imagefolder.train": (32, 244, 244),           # train JPEGs (the tutorial's subset has 244)
     "imagefolder.val": (24, 153, 153),             # val JPEGs (the tutorial's subset has 153)
     "imagefolder.px": (320, 500, 500),             # typical longer side; smaller decodes faster
     "imagefolder.batch_size": (8, 32, 32),         # larger batches amortise per-batch overhead
     "imagefolder.repeat": (1, 3, 5),               # timed epochs per configuration (decoding is slow)
+    "imagefolder.workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # num_workers swept per pipeline
     # notebooks 07 (DataLoader anatomy) and 08 (read and decode), benchmark `workers`
     "anatomy.px": (64, 128, 224),                  # decoded images are resized to px x px before collate
     "anatomy.batch_size": (8, 16, 32),             # images per batch in the loader experiments
@@ -40,6 +58,11 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "anatomy.memory_workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # worker counts for it
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read
     "readdecode.images": (12, 60, 300),            # JPEGs decoded per size and decoder
+    # notebook 12 (DDP with torchrun): the Otto MLP trained by 2 processes
+    "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; an odd train split shows DistributedSampler's padding
+    "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)
+    "ddp.batch_size": (256, 512, 512),             # per rank: the global batch is this x world size (1024 = the seed's)
+    "ddp.world_size": (2, 2, 2),                   # processes (ranks); gloo on the CPU, nccl on GPUs
 }
 
 

@@ -145,8 +145,16 @@ def _initial_seed(seed: int | None, generator: torch.Generator | None, world_siz
 
 def epoch_generator(seed: int, epoch: int, device: torch.device | str = "cpu") -> torch.Generator:
     """Return a generator whose state depends only on (seed, epoch), on `device`."""
-    mixed = np.random.SeedSequence([seed % 2**63, epoch % 2**63]).generate_state(1, np.uint64)[0]
-    return torch.Generator(device=device).manual_seed(int(mixed) & (2**63 - 1))
+    return torch.Generator(device=device).manual_seed(_mix(seed, epoch))
+
+
+def _mix(seed: int, epoch: int) -> int:
+    # splitmix64 of the pair, so that (seed, epoch + 1) and (seed + 1, epoch) give unrelated orders;
+    # numpy's SeedSequence does the same but costs ~0.4 ms per call, a tenth of a small epoch
+    z = (seed * 0x9E3779B97F4A7C15 + epoch + 0x632BE59BD9B4E019) % 2**64
+    for shift, mult in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):
+        z = ((z ^ (z >> shift)) * mult) % 2**64
+    return (z ^ (z >> 31)) & (2**63 - 1)
 
 
 def epoch_order(n: int, shuffle: bool | str, seed: int, epoch: int, device: torch.device | str = "cpu",

@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+import torch
+
+from fastloops_helpers import ffcv_io
+
+pytestmark = pytest.mark.skipif(not ffcv_io.have_ffcv(), reason="ffcv is not importable here")
+
+
+def _rows(t):
+    return sorted(map(tuple, np.asarray(t).reshape(len(t), -1).tolist()))
+
+
+@pytest.mark.parametrize("order", ["random", "quasi_random", "sequential"])
+def test_table_round_trip_yields_what_was_written(tmp_path, order):
+    rng = np.random.default_rng(0)
+    X, y = rng.integers(0, 9, (300, 7)).astype(np.float32), rng.integers(0, 9, 300)
+    path = ffcv_io.write_table_beton(tmp_path / "t.beton", X, y)
+    loader = ffcv_io.table_loader(path, batch_size=64, order=order, drop_last=False)
+    xs, ys = [], []
+    for xb, yb in loader:
+        assert xb.dtype == torch.float32 and xb.shape[1:] == (7,) and yb.dtype == torch.int64 and yb.ndim == 1
+        xs.append(xb.clone())  # FFCV reuses its buffers between batches
+        ys.append(yb.clone())
+    got = np.concatenate([torch.cat(xs).numpy(), torch.cat(ys).numpy()[:, None]], 1)
+    assert _rows(got) == _rows(np.concatenate([X, y[:, None]], 1))
+
+
+def test_image_round_trip_and_center_crop(tmp_path):
+    rng = np.random.default_rng(1)
+    images = rng.integers(0, 256, (40, 32, 32, 3), dtype=np.uint8)
+    images[:, 8:24, 8:24] = (np.arange(40, dtype=np.uint8) * 5)[:, None, None, None]  # a flat centre per image
+    labels = np.arange(40) % 10
+    path = ffcv_io.write_image_beton(tmp_path / "c.beton", images, labels)
+    seen = {}
+    for xb, yb in ffcv_io.image_loader(path, batch_size=8, size=8, ratio=0.25, order="random"):
+        assert xb.shape == (8, 3, 8, 8) and xb.dtype == torch.uint8
+        for x, y in zip(xb, yb):
+            seen[int(x[0, 4, 4])] = int(y)
+    # the 8x8 centre crop lies inside the flat square, so each image's value identifies it
+    assert seen == {i * 5: i % 10 for i in range(40)}
+
+
+def test_bad_inputs_are_named(tmp_path):
+    with pytest.raises(ValueError, match="uint8 \\(N, H, W, 3\\)"):
+        ffcv_io.write_image_beton(tmp_path / "x.beton", np.zeros((2, 3, 32, 32), np.uint8), np.zeros(2))
+    with pytest.raises(ValueError, match="differ in length"):
+        ffcv_io.write_table_beton(tmp_path / "y.beton", np.zeros((3, 2)), np.zeros(2))
+    with pytest.raises(ValueError, match="order must be one of"):
+        ffcv_io.table_loader(tmp_path / "y.beton", order="shuffled")
+
+
+def test_missing_ffcv_message_says_how_to_add_it():
+    assert "pip install ffcv" in ffcv_io.MISSING and "libturbojpeg" in ffcv_io.MISSING

@@ -11,6 +11,7 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -41,7 +42,9 @@ class Event(NamedTuple):
 
 def _lane() -> str:
     info = get_worker_info()
-    return "main" if info is None else f"worker {info.id}"
+    if info is not None:
+        return f"worker {info.id}"
+    return "main: load" if threading.current_thread() is threading.main_thread() else "main: prefetch thread"
 
 
 class TimedDataset(Dataset):
@@ -81,7 +84,7 @@ class TimedBatch:
 
         start = time.perf_counter()
         data = pin(self.data)
-        return TimedBatch(data, self.events + [("pin thread", "pin", start, time.perf_counter())])
+        return TimedBatch(data, self.events + [("main: pin thread", "pin", start, time.perf_counter())])
 
 
 class TimedCollate:
@@ -129,7 +132,7 @@ class Timeline:
     def summary(self) -> dict[str, float]:
         """Return wall time, throughput, the share of wall time the main loop waited for data, and more."""
         df = self.frame()
-        main = df[df.lane == "main loop"]
+        main = df[df.lane == "main: loop"]
         wall = float(df["end"].max()) if len(df) else 0.0
         per = main.groupby("stage")["seconds"].sum()
         wait = float(per.get("wait", 0.0))
@@ -164,7 +167,7 @@ def record(loader: Iterable[Any], step: Callable[[Any], Any] | None = None, devi
     dev = torch.device(device) if device is not None else None
     start = time.perf_counter()
     it = iter(loader)
-    tl.events.append(Event("main loop", "start", -1, start, time.perf_counter()))
+    tl.events.append(Event("main: loop", "start", -1, start, time.perf_counter()))
     index = 0
     while max_batches is None or index < max_batches:
         t0 = time.perf_counter()
@@ -173,17 +176,17 @@ def record(loader: Iterable[Any], step: Callable[[Any], Any] | None = None, devi
         except StopIteration:
             break
         t1 = time.perf_counter()
-        tl.events.append(Event("main loop", "wait", index, t0, t1))
+        tl.events.append(Event("main: loop", "wait", index, t0, t1))
         batch = _unwrap(item, index, tl)
         if dev is not None:
             batch = _move(batch, dev)
             timing.sync(dev)
-            tl.events.append(Event("main loop", "copy", index, t1, time.perf_counter()))
+            tl.events.append(Event("main: loop", "copy", index, t1, time.perf_counter()))
         if step is not None:
             t2 = time.perf_counter()
             step(batch)
             timing.sync(dev)
-            tl.events.append(Event("main loop", "step", index, t2, time.perf_counter()))
+            tl.events.append(Event("main: loop", "step", index, t2, time.perf_counter()))
         tl.samples += _size(batch)
         index += 1
     del it  # shuts non-persistent workers down now, not at garbage collection
@@ -202,7 +205,7 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
     df = tl.frame()
     if until is not None:
         df = df[df.start < until]
-    lanes = sorted(df.lane.unique(), key=lambda s: (not s.startswith("worker"), s))
+    lanes = sorted(df.lane.unique(), key=lambda s: (not s.startswith("worker"), s != "main: load", s))
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(lanes) + 1.4))
     for y, lane in enumerate(lanes):
         part = df[df.lane == lane]
@@ -228,6 +231,37 @@ def record_overhead(n: int = 20_000) -> float:
         t0 = time.perf_counter()
         sink.append(("fetch", t0, time.perf_counter()))
     return (time.perf_counter() - start) / n
+
+
+def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[list[float]] = []
+    for a, b in sorted(intervals):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    return [(a, b) for a, b in merged]
+
+
+def _spans(df: pd.DataFrame) -> list[tuple[float, float]]:
+    return _union(list(zip(df.start, df.end)))
+
+
+def parallelism(tl: Timeline, stages: tuple[str, ...] = ("fetch", "collate")) -> float:
+    """Return the mean number of `stages` running at once while any runs (2.0: two workers always busy)."""
+    df = tl.frame()
+    work = df[df.stage.isin(stages)]
+    covered = sum(b - a for a, b in _spans(work))
+    return float(work.seconds.sum() / covered) if covered else 0.0
+
+
+def overlap_share(tl: Timeline, stage: str = "step", during: tuple[str, ...] = ("fetch", "collate")) -> float:
+    """Return the share of `stage` time during which some `during` stage also ran (loading hidden by compute)."""
+    df = tl.frame()
+    a, b = _spans(df[df.stage == stage]), _spans(df[df.stage.isin(during)])
+    total = sum(y - x for x, y in a)
+    both = sum(max(0.0, min(y, v) - max(x, u)) for x, y in a for u, v in b)
+    return both / total if total else 0.0
 
 
 def gpu_like_step(seconds: float) -> Callable[[Any], None]:

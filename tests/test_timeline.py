@@ -19,7 +19,7 @@ def test_every_batch_has_fetch_and_collate_from_a_worker_and_main_stages(num_wor
     df = tl.frame()
     assert [i for b in seen for i in b] == list(range(48))  # the batches themselves arrive unchanged
     assert tl.samples == 48
-    lanes = {"main"} if num_workers == 0 else {"worker 0", "worker 1"}
+    lanes = {"main: load"} if num_workers == 0 else {"worker 0", "worker 1"}
     work = df[df.stage.isin(["fetch", "collate"])]
     assert set(work.lane) == lanes
     for stage in ("fetch", "collate", "wait", "step"):
@@ -43,7 +43,7 @@ def test_overhead_is_bounded_per_batch_not_per_sample():
     # two events per batch, however large the batch, and a payload of a few hundred bytes
     tl = timeline.record(loader(0, n=512, batch_size=256))
     df = tl.frame()
-    assert len(df[df.lane == "main"]) == 2 * 2
+    assert len(df[df.lane == "main: load"]) == 2 * 2
     batch = timeline.TimedCollate()([(torch.zeros(1), 0)] * 256)
     assert len(pickle.dumps(batch.events)) < 1000
     assert timeline.record_overhead(1000) > 0
@@ -61,7 +61,7 @@ def test_pin_memory_hook_records_a_pin_event():
     if not torch.cuda.is_available():
         pytest.skip("pinning needs an accelerator")
     pinned = batch.pin_memory()
-    assert pinned.events[-1][:2] == ("pin thread", "pin")
+    assert pinned.events[-1][:2] == ("main: pin thread", "pin")
     assert pinned.data[0].is_pinned()
 
 
@@ -70,5 +70,20 @@ def test_gantt_draws_one_lane_per_worker_and_main_stage():
 
     fig = timeline.gantt(timeline.record(loader(2), step=timeline.gpu_like_step(0.001)))
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert labels == ["worker 0", "worker 1", "main loop"]
+    assert labels == ["worker 0", "worker 1", "main: loop"]
     plt.close(fig)
+
+
+def test_parallelism_and_overlap_from_hand_made_events():
+    E = timeline.Event
+    tl = timeline.Timeline(events=[E("worker 0", "fetch", 0, 0.0, 2.0), E("worker 1", "fetch", 1, 1.0, 3.0),
+                                   E("main: loop", "step", 0, 2.5, 4.5)])
+    assert timeline.parallelism(tl) == pytest.approx(4.0 / 3.0)  # 4 s of work over 3 s covered
+    assert timeline.overlap_share(tl) == pytest.approx(0.25)  # 0.5 s of the 2 s step saw a fetch
+
+
+def test_thread_prefetcher_records_its_own_lane():
+    from fastloops_helpers.prefetch import ThreadPrefetcher
+
+    tl = timeline.record(ThreadPrefetcher(loader(0)), step=timeline.gpu_like_step(0.001))
+    assert set(tl.frame().query("stage == 'fetch'").lane) == {"main: prefetch thread"}

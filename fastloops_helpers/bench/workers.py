@@ -47,15 +47,28 @@ def ladder() -> list[int]:
     return sorted({0, 1, 2, os.cpu_count() or 1})
 
 
+def sweep(dataset: Any, configs: dict[str, dict[str, Any]], epochs: int = 1,
+          step_ms: float | None = None) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
+    """Record each named configuration (DataLoader keywords, plus `wrap`: a prefetcher class); return rows and timelines."""
+    rows, timelines = [], {}
+    for label, knobs in configs.items():
+        knobs = dict(knobs)
+        wrap = knobs.pop("wrap", None)
+        summary, tl = measure_loader(make_loader(dataset, **knobs), epochs=epochs, step_ms=step_ms, wrap=wrap)
+        rows.append({"config": label, "img_per_s": summary["samples_per_s"], "wait_share": summary["wait_share"],
+                     "first_batch_s": summary["first_batch_s"], "wall_s": summary["wall_s"],
+                     "parallelism": timeline.parallelism(tl), "overlap": timeline.overlap_share(tl)})
+        timelines[label] = tl
+    return rows, timelines
+
+
 def run() -> BenchResult:
     """Measure one epoch per num_workers value (after one untimed epoch that warms the page cache)."""
     dataset = jpeg_dataset()
     measure_loader(make_loader(dataset, 0), step_ms=0)  # warm-up: files into the page cache
-    rows = []
-    for n in ladder():
-        summary, _ = measure_loader(make_loader(dataset, n))
-        rows.append({"num_workers": n, "img_per_s": summary["samples_per_s"], "wait_share": summary["wait_share"],
-                     "first_batch_s": summary["first_batch_s"], "wall_s": summary["wall_s"]})
+    rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in ladder()})
+    for row, n in zip(rows, ladder()):
+        row["num_workers"] = n
     base = rows[0]["img_per_s"]
     best = max(rows, key=lambda r: r["img_per_s"])
     figures = {"img_per_s_workers0": base, "img_per_s_best": best["img_per_s"],

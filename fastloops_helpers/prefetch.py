@@ -5,6 +5,7 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
+import dataclasses
 import queue
 import threading
 import warnings
@@ -52,7 +53,7 @@ def one_ahead(source: Iterable[Any], stage: Callable[[Any], Any], ready: Callabl
 
 
 def tensors(obj: Any) -> Iterator[torch.Tensor]:
-    """Yield every tensor inside a nested structure of dicts, lists, tuples and TensorDicts."""
+    """Yield every tensor inside a nested structure of dicts, lists, tuples, dataclasses and TensorDicts."""
     if isinstance(obj, torch.Tensor):
         yield obj
     elif isinstance(obj, Mapping):
@@ -63,6 +64,9 @@ def tensors(obj: Any) -> Iterator[torch.Tensor]:
             yield from tensors(value)
     elif hasattr(obj, "values") and hasattr(obj, "batch_size"):  # a TensorDict
         yield from obj.values(include_nested=True, leaves_only=True)
+    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        for f in dataclasses.fields(obj):
+            yield from tensors(getattr(obj, f.name))
 
 
 def pin(obj: Any) -> Any:

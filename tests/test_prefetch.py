@@ -101,8 +101,15 @@ def test_one_ahead_stages_the_next_batch_before_handing_out_the_current():
 
 
 def test_tensors_walks_nested_structures():
-    batch = {"a": torch.zeros(1), "b": [torch.ones(1), (torch.ones(2), "label", 3)]}
-    assert [t.numel() for t in prefetch.tensors(batch)] == [1, 1, 2]
+    import dataclasses
+
+    @dataclasses.dataclass
+    class Pair:
+        x: torch.Tensor
+        note: str
+
+    batch = {"a": torch.zeros(1), "b": [torch.ones(1), (torch.ones(2), "label", 3)], "c": Pair(torch.ones(3), "n")}
+    assert [t.numel() for t in prefetch.tensors(batch)] == [1, 1, 2, 3]
 
 
 @cuda

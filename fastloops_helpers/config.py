@@ -29,6 +29,8 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "loops.worker_epochs": (1, 2, 1000),           # epochs for the slow loops (DataLoader per sample, tf.data)
     "getitem.batch_sizes": ((1, 10, 100, 1000), (1, 3, 10, 30, 100, 300, 1000, 3000), (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)),  # notebook 02 sweep
     "getitem.features": (93, 93, 93),              # row width of the float matrix (Otto's 93 features)
+    "getitem.rows": (10_000, 60_000, 300_000),     # rows in notebook 02's DataLoader comparison (per-sample is slow)
+    "getitem.samples": (2_000, 20_000, 100_000),   # samples fetched per timed repeat of the sweep (more: steadier)
     "gather.rows": (30_000, 300_000, 300_000),     # benchmark `gather`: rows of the float32 matrix
     "gather.features": (93, 93, 93),               # its columns (Otto's 93 features)
     "gather.batch_size": (1024, 1024, 1024),       # rows per shuffled batch
@@ -42,6 +44,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
     "cifar.batch_size": (128, 128, 128),           # the seed's batch size
     "cifar.steps": (3, 8, 100),                    # timed full training steps per loader (the model is slow)
+    "cifar.epochs": (1, 2, 5),                     # timed load-only epochs per loader, after one warm-up epoch
     "cifar.wrn": ((10, 1), (16, 2), (28, 10)),     # WideResNet (depth, widen_factor): WRN-28-10 only at full
     # notebook 09 (precompute + memmap): the synthetic ants/bees ImageFolder and its benchmark
     "imagefolder.train": (32, 244, 244),           # train JPEGs (the tutorial's subset has 244)
@@ -63,6 +66,16 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)
     "ddp.batch_size": (256, 512, 512),             # per rank: the global batch is this x world size (1024 = the seed's)
     "ddp.world_size": (2, 2, 2),                   # processes (ranks); gloo on the CPU, nccl on GPUs
+    # notebooks 04 (fast shuffle), 05 (fusion), 06 (device moves); benchmarks `shuffle` and `devices`
+    "shuffle.sizes": ((10**4, 10**5, 10**6), (10**5, 10**6, 10**7), (10**5, 10**6, 10**7, 10**8)),  # N swept
+    "shuffle.n_headline": (2**22, 2**26, 2**26),   # N of the headline speedup (2^26 is the target's)
+    "shuffle.group_size": (1024, 1024, 1024),      # grouped_permutation's group size for the speed figures
+    "shuffle.repeat": (3, 3, 5),                   # timed permutations per method and N (2^26 takes seconds)
+    "shuffle.quality_n": (6_000, 30_000, 60_000),  # samples of the class-sorted data set
+    "shuffle.train_epochs": (2, 3, 5),             # epochs of the short training run per order
+    "fusion.sizes": ((2**10, 2**16, 2**20), (2**10, 2**14, 2**18, 2**22, 2**24), (2**10, 2**14, 2**18, 2**22, 2**26)),  # elements
+    "devices.rounds": (5, 15, 30),                 # interleaved timing rounds per method (medians over rounds)
+    "devices.block_ms": (2, 10, 20),               # calls per round are chosen to fill about this many ms
 }
 
 

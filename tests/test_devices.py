@@ -1,0 +1,100 @@
+import collections
+import dataclasses
+from collections import OrderedDict, defaultdict
+
+import numpy as np
+import pytest
+import torch
+from tensordict import TensorDict
+
+from fastloops_helpers import devices
+from fastloops_helpers.bench import devices as bench_devices
+from fastloops_helpers.devices import check_moved, move_to, slide_move_to, slide_xs
+
+# meta is a real "other device" on every machine: a tensor that was not moved stays on the CPU
+TARGETS = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
+Pair = collections.namedtuple("Pair", "x y")
+
+
+@dataclasses.dataclass
+class Batch:
+    image: torch.Tensor
+    label: torch.Tensor
+    name: str = "b"
+
+
+@dataclasses.dataclass(frozen=True)
+class Frozen:
+    x: torch.Tensor
+
+
+@pytest.mark.parametrize("device", TARGETS)
+def test_move_to_moves_every_tensor_of_the_slide_xs(device):
+    xs = slide_xs(4)
+    moved = move_to(xs, device)
+    assert check_moved(xs, moved, device) == "ok"
+    assert all(t.device.type == "cpu" for t in [xs["cim"], *xs["pim"]])  # the input is left alone
+
+
+def test_move_to_keeps_container_types_and_passes_leaves_through():
+    t = torch.ones(2)
+    obj = {"tuple": (t, 3), "pair": Pair(t, "s"), "ordered": OrderedDict(a=t), "dd": defaultdict(list, a=[t]),
+           "batch": Batch(t, t), "frozen": Frozen(t), "leaves": [None, 1.5, "x", b"y", np.zeros(2), torch.float32]}
+    moved = move_to(obj, "meta")
+    assert type(moved["tuple"]) is tuple and moved["tuple"][1] == 3
+    assert isinstance(moved["pair"], Pair) and moved["pair"].y == "s" and moved["pair"].x.is_meta
+    assert type(moved["ordered"]) is OrderedDict and moved["ordered"]["a"].is_meta
+    assert type(moved["dd"]) is defaultdict and moved["dd"].default_factory is list and moved["dd"]["a"][0].is_meta
+    assert isinstance(moved["batch"], Batch) and moved["batch"].label.is_meta and moved["batch"].name == "b"
+    assert moved["frozen"].x.is_meta and obj["frozen"].x.device.type == "cpu"
+    assert moved["leaves"][:4] == [None, 1.5, "x", b"y"] and moved["leaves"][4] is obj["leaves"][4]
+    assert moved["leaves"][5] is torch.float32
+
+
+def test_move_to_handles_tensordicts_and_parameters():
+    td = TensorDict({"a": torch.ones(3), "b": {"c": torch.zeros(3, 2)}}, batch_size=[3])
+    moved = move_to({"td": td, "w": torch.nn.Parameter(torch.ones(1))}, "meta")
+    assert isinstance(moved["td"], TensorDict) and moved["td"]["b", "c"].is_meta
+    assert moved["w"].is_meta
+
+
+@pytest.mark.parametrize("bad,path", [({"a": [], "pim": [torch.ones(1), {1, 2}]}, "obj['pim'][1]"),
+                                      ([(torch.ones(1), iter([1]))], "obj[0][1]"),
+                                      (Batch(torch.ones(1), collections.deque([torch.ones(1)])), "obj.label")])
+def test_move_to_names_the_path_of_an_unsupported_container(bad, path):
+    with pytest.raises(TypeError) as err:
+        move_to(bad, "cpu")
+    assert f" at {path}: " in str(err.value)
+
+
+def test_move_to_passes_non_blocking_through():
+    t = torch.ones(3)
+    assert move_to([t], "cpu", non_blocking=True)[0] is t  # same device: .to returns the tensor itself
+
+
+def test_slide_move_to_handles_tuples_and_refuses_the_rest():
+    assert slide_move_to((torch.ones(1), [torch.ones(1)]), "meta")[1][0].is_meta
+    with pytest.raises(TypeError, match="only tensors, dicts, lists and tuples"):
+        slide_move_to({"n": 3}, "cpu")
+
+
+def test_check_moved_catches_what_tensordict_leaves_behind():
+    xs = slide_xs(4)
+    assert check_moved(xs, TensorDict.from_dict(xs).to("meta"), "meta") == "xs['pim'][0] is on cpu, not on meta"
+    assert check_moved(xs, {**xs, "cim": xs["cim"] + 1}, "cpu") == "xs['cim'] has different values"
+    assert check_moved(xs, {"cim": xs["cim"]}, "cpu").startswith("structure differs")
+
+
+def test_every_method_moves_the_slide_xs_on_the_cpu():
+    found, skipped = devices.methods()
+    assert {"move_to (helpers)", "optree.tree_map", "torch.save + load(map_location)"} <= set(found)
+    assert set(found).isdisjoint(skipped)
+    xs = slide_xs(4)
+    for name, fn in found.items():
+        assert check_moved(xs, fn(xs, torch.device("cpu")), "cpu") == "ok", name
+
+
+def test_interleaved_timing_returns_one_sample_per_round():
+    samples = bench_devices.interleaved({"a": lambda: None, "b": lambda: sum(range(10))}, rounds=3, block_s=1e-4)
+    assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
+    assert all(s > 0 for v in samples.values() for s in v)

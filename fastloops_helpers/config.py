@@ -134,7 +134,8 @@ def results_dir() -> Path:
 
 
 def _folder(env: str, default: str) -> Path:
-    path = Path(os.environ.get(env) or project_root() / default)
+    # relative to the project root, not the working directory (a notebook's kernel runs in notebooks/)
+    path = project_root() / (os.environ.get(env) or default)
     path.mkdir(parents=True, exist_ok=True)
     return path
 

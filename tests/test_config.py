@@ -35,7 +35,7 @@ def test_unknown_size_name_is_a_clear_error():
 
 def test_sizes_by_prefix(monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "full")
-    assert config.sizes("loops") == {"epochs": 1000, "samples": 300_000, "batch_size": 300}
+    assert config.sizes("ddp") == {"rows": 61_878, "epochs": 20, "batch_size": 512, "world_size": 2}
 
 
 def test_device_default_and_override(monkeypatch):
@@ -60,3 +60,9 @@ def test_folders_follow_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("FASTLOOPS_DATA", str(tmp_path / "d"))
     assert config.results_dir() == tmp_path / "r" and (tmp_path / "r").is_dir()
     assert config.data_dir() == tmp_path / "d" and (tmp_path / "d").is_dir()
+
+
+def test_relative_folders_resolve_against_the_project_root(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # a kernel runs in notebooks/, not in the root
+    monkeypatch.setenv("FASTLOOPS_RESULTS", "results/smoke-test")
+    assert config.results_dir() == config.project_root() / "results" / "smoke-test"

@@ -208,6 +208,8 @@ class RowDataset(Dataset):
 
 
 def _index(data: Any, index: Any) -> Any:
+    if isinstance(index, torch.Tensor) and index.dim() == 1:
+        return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
     if isinstance(data, dict):
         return {k: _index(v, index) for k, v in data.items()}
     if isinstance(data, (tuple, list)):
@@ -232,6 +234,26 @@ class BatchRowDataset(GetItemsMixin, RowDataset):
 
     Explained in notebooks/02_getitem_cost.ipynb.
     """
+
+
+class SampleListDataset(RowDataset):
+    """`RowDataset` whose `__getitems__` gathers a batch at once but returns a list of samples (as the docs ask).
+
+    `default_collate` then works, but still stacks the samples one by one.
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        return _samples(self[torch.as_tensor(indices)])
+
+
+def _samples(batch: Any) -> list[Any]:
+    if isinstance(batch, dict):
+        columns = [_samples(v) for v in batch.values()]
+        return [dict(zip(batch, values)) for values in zip(*columns)]
+    if isinstance(batch, (tuple, list)):
+        return [type(batch)(values) for values in zip(*(_samples(v) for v in batch))]
+    return list(batch.unbind(0))
 
 
 def collate_batch(batch: Any) -> Any:

@@ -171,3 +171,14 @@ def test_len_counts_batches_per_rank():
     assert len(BatchLoader(torch.arange(10), 3, drop_last=True)) == 3
     assert len(BatchLoader(torch.arange(10), 3, world_size=4, rank=3)) == math.ceil(3 / 3)
     assert len(BatchLoader(torch.arange(10), 2, world_size=4, drop_last=True)) == 1
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(1, 80), batch_size=st.integers(1, 16), group_size=st.integers(1, 12), seed=st.integers(0, 2**40))
+def test_grouped_shuffle_covers_every_index_and_repeats_per_seed(n, batch_size, group_size, seed):
+    def make():
+        return BatchLoader(torch.arange(n), batch_size, shuffle="grouped", group_size=group_size, seed=seed)
+    first = _epoch(make())
+    assert sorted(i for b in first for i in b) == list(range(n))
+    assert first == _epoch(make())
+    assert len(first) == len(make())

@@ -38,7 +38,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     # notebooks 10 (FFCV on Otto) and 11 (FFCV on CIFAR-10), benchmarks `otto` and `cifar` (seed 003)
     "otto.rows": (8_000, 61_878, 61_878),          # rows of the (synthetic) train.csv; the real one has 61,878
     "otto.batch_size": (1024, 1024, 1024),         # the seed's batch size
-    "otto.epochs": (2, 4, 10),                     # timed epochs per loader, after one warm-up epoch
+    "otto.epochs": (2, 6, 10),                     # timed epochs per loader, after one warm-up epoch
     "otto.train_epochs": (2, 6, 20),               # epochs of the short training run per loader
     "cifar.train": (1_280, 6_400, 50_000),         # training images (CIFAR-10 has 50,000)
     "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
@@ -53,6 +53,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "imagefolder.batch_size": (8, 32, 32),         # larger batches amortise per-batch overhead
     "imagefolder.repeat": (1, 3, 5),               # timed epochs per configuration (decoding is slow)
     "imagefolder.workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # num_workers swept per pipeline
+    "imagefolder.memory_images": (256, 2048, 8192),  # 256 x 256 images in the resident-memory demo (192 KiB each)
     # notebooks 07 (DataLoader anatomy) and 08 (read and decode), benchmark `workers`
     "anatomy.px": (64, 128, 224),                  # decoded images are resized to px x px before collate
     "anatomy.batch_size": (8, 16, 32),             # images per batch in the loader experiments

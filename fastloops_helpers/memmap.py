@@ -20,7 +20,7 @@ import torch
 from tensordict import tensorclass
 from torch import Tensor
 
-from . import timing
+from . import rows, timing
 
 BACKENDS = ("numpy", "torch", "tensordict")
 META = "fastloops-memmap.json"  # written last: a folder without it holds no complete data set
@@ -186,6 +186,41 @@ def precompute(dataset: Any, root: str | Path, backend: str = "tensordict", key:
     except (FileNotFoundError, ValueError, KeyError):
         pass  # missing, truncated or stale: write it again
     return write_memmap(dataset, root, backend=backend, key=key, **write_kw)
+
+
+class MemmapDataset(torch.utils.data.Dataset):
+    """A map-style Dataset over an ImageData whose `__getitems__` gathers a whole batch with one fast call.
+
+    DataLoader (with workers) then fetches each batch with one `np.take` per field instead of N `__getitem__`
+    calls; pair it with a `collate_fn` that accepts the ImageData batch. Tensor-index gathers on a tensorclass
+    (`data[idx]`) use advanced indexing, several times slower on a CPU. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+
+    def __init__(self, data: ImageData) -> None:
+        self.fields = {"images": data.images, "labels": data.labels}
+
+    def __len__(self) -> int:
+        return len(self.fields["labels"])
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.fields["images"][index], self.fields["labels"][index]
+
+    def __getitems__(self, indices: list[int]) -> ImageData:
+        index = torch.as_tensor(indices)
+        batch = rows.take(self.fields, index)
+        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])
+
+
+def resident_mb() -> dict[str, float]:
+    """Return this process's resident memory in MiB: anonymous (its own) and file-backed (mapped pages).
+
+    File-backed pages of a memmap are the OS page cache: shared, and dropped under memory pressure.
+    """
+    import psutil
+
+    info = psutil.Process().memory_info()
+    shared = getattr(info, "shared", 0)  # Linux: resident file-backed + shared memory pages
+    return {"anonymous_mb": (info.rss - shared) / 2**20, "file_backed_mb": shared / 2**20}
 
 
 def nbytes(root: str | Path) -> int:

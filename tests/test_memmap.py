@@ -100,3 +100,40 @@ def test_loaded_data_is_mapped_not_read(tmp_path):
     memmap.write_memmap(Tiny(n=3), tmp_path, backend="tensordict")
     data = memmap.load_memmap(tmp_path)
     assert data.images.filename is not None  # a MemoryMappedTensor backed by the file, not a copy in RAM
+
+
+def test_memmap_dataset_gathers_a_batch_and_indexes_one_item(tmp_path):
+    data = memmap.write_memmap(Tiny(), tmp_path)
+    ds = memmap.MemmapDataset(data)
+    batch = ds.__getitems__([6, 1])
+    assert isinstance(batch, ImageData) and batch.labels.tolist() == [0, 1]
+    assert torch.equal(batch.images, data.images[[6, 1]])
+    image, label = ds[3]
+    assert len(ds) == 7 and torch.equal(image, data.images[3]) and int(label) == 0
+
+
+def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
+    """The benchmark's two sides produce the same normalised float batches (val: bit for bit)."""
+    from fastloops_helpers import transforms as T
+    from fastloops_helpers.bench import imagefolder as B
+    from fastloops_helpers.datasets.imagefolder import ImageFolder, write_synthetic_imagefolder
+
+    folder = write_synthetic_imagefolder(tmp_path / "if", 4, 5, size=260)
+    for split in B.SPLITS:
+        pre = B.sample_transform(split).precompute
+        data = memmap.write_memmap(ImageFolder(folder / split, transform=pre), tmp_path / split)
+        for workers in (0, 1):
+            batches = list(B.memmap_loader(data, split, batch_size=2, num_workers=workers))
+            reference = list(B.dataloader(folder, split, batch_size=2, num_workers=0))
+            assert [x.shape for x, _ in batches] == [x.shape for x, _ in reference]
+            assert all(x.dtype == torch.float32 and x.shape[1:] == (3, B.CROP, B.CROP) for x, _ in batches)
+            if split == "val":  # no randomness: the very same batches
+                for (x, y), (rx, ry) in zip(batches, reference):
+                    assert torch.equal(x, rx) and torch.equal(y, ry)
+            else:  # random crops and flips: same labels in some order, values of normalised uint8 pixels
+                labels = sorted(int(v) for _, y in batches for v in y)
+                assert labels == sorted(int(v) for _, y in reference for v in y)
+                low, high = T.normalize(torch.zeros(1, 3, 1, 1, dtype=torch.uint8)), T.normalize(
+                    torch.full((1, 3, 1, 1), 255, dtype=torch.uint8))
+                for x, _ in batches:
+                    assert ((x >= low - 1e-6) & (x <= high + 1e-6)).all()

@@ -140,3 +140,11 @@ def test_train_sample_transform_equals_the_batched_path_for_the_same_draws():
     batched = T.normalize(T.random_crop(pre.unsqueeze(0), 56, hflip_p=0.5))[0]
     assert one.shape == (3, 56, 56) and one.dtype == torch.float32
     assert torch.equal(one, batched)
+
+
+def test_the_gpu_gather_path_equals_the_cpu_copy_path():
+    x = _batch(n=16)
+    g = torch.Generator().manual_seed(2)
+    tops, lefts = T.crop_offsets(16, 20, 24, 9, g)
+    flips = torch.rand(16, generator=g) < 0.5
+    assert torch.equal(T._crop_gather(x, tops, lefts, 9, flips), T._crop_copy(x, tops, lefts, 9, flips))

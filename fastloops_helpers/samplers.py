@@ -51,20 +51,19 @@ def grouped_permutation(n: int, group_size: int, generator: torch.Generator | No
     if rest:
         out[start:start + rest] = _randperm(rest, generator).to(device) + full * group_size
     if full:
-        _fill_groups(out[:start], order[:slot], group_size, generator, variants)
-        _fill_groups(out[start + rest:], order[slot:], group_size, generator, variants)
+        k = min(variants, full)
+        table = torch.stack([_randperm(group_size, generator) for _ in range(k)]).to(device)
+        pick = torch.randint(0, k, (full,), generator=generator, device=_gen_device(generator)).to(device)
+        _fill_groups(out[:start], order[:slot], pick[:slot], table)
+        _fill_groups(out[start + rest:], order[slot:], pick[slot:], table)
     return out
 
 
-def _fill_groups(out: torch.Tensor, groups: torch.Tensor, group_size: int,
-                 generator: torch.Generator | None, variants: int) -> None:
-    """Write group g's indices, reordered by a randomly chosen inner shuffle, into each row of `out`."""
+def _fill_groups(out: torch.Tensor, groups: torch.Tensor, pick: torch.Tensor, table: torch.Tensor) -> None:
+    """Write group g's indices, reordered by inner shuffle table[pick], into each row of `out`."""
     if groups.numel() == 0:
         return
-    k = min(variants, groups.numel())
-    table = torch.stack([_randperm(group_size, generator) for _ in range(k)]).to(out.device)
-    pick = torch.randint(0, k, (groups.numel(),), generator=generator, device=_gen_device(generator))
-    pick = pick.to(out.device)
+    group_size = table.shape[1]
     rows = out.view(groups.numel(), group_size)
     torch.index_select(table, 0, pick, out=rows)
     rows += (groups * group_size).unsqueeze(1)

@@ -215,8 +215,9 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()
     ax.set_xlabel("seconds since iter(loader)")
-    handles = {h.get_label(): h for h in ax.get_legend_handles_labels()[0]}
-    ax.legend(handles.values(), handles.keys(), loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    found = {h.get_label(): h for h in ax.get_legend_handles_labels()[0]}
+    order = [s for s in STAGE_COLORS if s in found] + [s for s in found if s not in STAGE_COLORS]
+    ax.legend([found[s] for s in order], order, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()

@@ -87,3 +87,22 @@ def test_thread_prefetcher_records_its_own_lane():
 
     tl = timeline.record(ThreadPrefetcher(loader(0)), step=timeline.gpu_like_step(0.001))
     assert set(tl.frame().query("stage == 'fetch'").lane) == {"main: prefetch thread"}
+
+
+def test_timed_batches_move_like_any_nested_batch():
+    from fastloops_helpers import devices
+
+    batch = timeline.TimedCollate()([(torch.zeros(2), 1), (torch.ones(2), 0)])
+    moved = devices.move_to(batch, "cpu", non_blocking=True)
+    assert isinstance(moved, timeline.TimedBatch) and moved.events == batch.events
+    assert torch.equal(moved.data[0], batch.data[0])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
+    from fastloops_helpers.prefetch import CUDAPrefetcher
+
+    tl = timeline.record(CUDAPrefetcher(loader(2, pin_memory=True), device="cuda", pin=False), device="cuda",
+                         step=lambda b: b[0].sum())
+    stages = set(tl.frame().stage)
+    assert {"pin", "copy", "fetch", "collate", "wait", "step"} <= stages

@@ -32,13 +32,17 @@ def make_loader(dataset: Any, num_workers: int = 0, batch_size: int | None = Non
 
 def measure_loader(loader: Any, epochs: int = 1, step_ms: float | None = None,
                    wrap: Any = None) -> tuple[dict[str, Any], timeline.Timeline]:
-    """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a GPU-like step."""
+    """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a GPU-like step.
+
+    With a GPU, each batch is also copied to it (the timeline's `copy` stage); on the CPU there is no copy.
+    """
     step = timeline.gpu_like_step((config.size("anatomy.step_ms") if step_ms is None else step_ms) / 1000)
+    device = config.device() if config.device().type == "cuda" else None
     tl = None
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(pin_memory|worker processes|CUDAPrefetcher).*")
         for _ in range(epochs):
-            tl = timeline.record(wrap(loader) if wrap else loader, step=step, timeline=tl)
+            tl = timeline.record(wrap(loader) if wrap else loader, step=step, device=device, timeline=tl)
     return tl.summary(), tl
 
 

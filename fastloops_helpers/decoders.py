@@ -65,9 +65,9 @@ def find_decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
 
 def pillow_uses_turbo() -> bool:
     """Return whether Pillow was built with libjpeg-turbo (seed 002's check)."""
-    from PIL import features
+    from .capabilities import check_libjpeg_turbo
 
-    return bool(features.check_feature("libjpeg_turbo"))
+    return check_libjpeg_turbo()[0]
 
 
 def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[bytes]:

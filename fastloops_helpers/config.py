@@ -71,8 +71,9 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "shuffle.sizes": ((10**4, 10**5, 10**6), (10**5, 10**6, 10**7), (10**5, 10**6, 10**7, 10**8)),  # N swept
     "shuffle.n_headline": (2**22, 2**26, 2**26),   # N of the headline speedup (2^26 is the target's)
     "shuffle.group_size": (1024, 1024, 1024),      # grouped_permutation's group size for the speed figures
-    "shuffle.repeat": (3, 3, 5),                   # timed permutations per method and N (2^26 takes seconds)
-    "shuffle.quality_n": (6_000, 30_000, 60_000),  # samples of the class-sorted data set
+    "shuffle.repeat": (2, 3, 5),                   # timed permutations per method and N (2^26 takes seconds)
+    "shuffle.group_sizes": ((8, 64, 512), (16, 128, 1024, 4096), (16, 128, 1024, 8192)),  # speed-vs-quality sweep
+    "shuffle.quality_n": (4_000, 30_000, 60_000),  # samples of the class-sorted data set (10 classes)
     "shuffle.train_epochs": (2, 3, 5),             # epochs of the short training run per order
     "fusion.sizes": ((2**10, 2**16, 2**20), (2**10, 2**14, 2**18, 2**22, 2**24), (2**10, 2**14, 2**18, 2**22, 2**26)),  # elements
     "devices.rounds": (5, 15, 30),                 # interleaved timing rounds per method (medians over rounds)

@@ -45,8 +45,8 @@ class _Unsupported(Exception):
 def _move(obj: Any, device: torch.device, nb: bool) -> Any:
     # exact-type checks first: they are the common case and cost less than isinstance chains
     cls = type(obj)
-    if cls is Tensor:
-        return obj.to(device, non_blocking=nb)
+    if cls is Tensor:  # the keyword costs argument parsing on every leaf: pass it only when it is set
+        return obj.to(device, non_blocking=True) if nb else obj.to(device)
     if cls is dict:
         return {k: _move(v, device, nb) for k, v in obj.items()}
     if cls is list:

@@ -57,7 +57,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     # notebooks 07 (DataLoader anatomy) and 08 (read and decode), benchmark `workers`
     "anatomy.px": (64, 128, 224),                  # decoded images are resized to px x px before collate
     "anatomy.batch_size": (8, 16, 32),             # images per batch in the loader experiments
-    "anatomy.step_ms": (4, 15, 30),                # stand-in GPU step per batch (the CPU is free meanwhile)
+    "anatomy.step_ms": (10, 60, 60),               # stand-in GPU step per batch (the CPU is free meanwhile)
     "anatomy.memory_mb": (16, 128, 512),           # dataset size in the worker-memory experiment
     "anatomy.memory_workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # worker counts for it
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read

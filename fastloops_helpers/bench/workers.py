@@ -6,6 +6,7 @@ import os
 import warnings
 from typing import Any
 
+import torch
 from torch.utils.data import DataLoader
 
 from .. import config, timeline
@@ -69,8 +70,13 @@ def sweep(dataset: Any, configs: dict[str, dict[str, Any]], epochs: int = 1,
 def run() -> BenchResult:
     """Measure one epoch per num_workers value (after one untimed epoch that warms the page cache)."""
     dataset = jpeg_dataset()
-    measure_loader(make_loader(dataset, 0), step_ms=0)  # warm-up: files into the page cache
-    rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in ladder()})
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as DataLoader does in each worker: collate's intra-op threads would fight them
+    try:
+        measure_loader(make_loader(dataset, 0), step_ms=0)  # warm-up: files into the page cache
+        rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in ladder()})
+    finally:
+        torch.set_num_threads(threads)
     for row, n in zip(rows, ladder()):
         row["num_workers"] = n
     base = rows[0]["img_per_s"]
@@ -79,5 +85,5 @@ def run() -> BenchResult:
                "best_num_workers": best["num_workers"], "speedup_best_vs_0": best["img_per_s"] / base,
                "wait_share_workers0": rows[0]["wait_share"], "wait_share_best": best["wait_share"]}
     knobs = {"images": len(dataset), "px": config.size("anatomy.px"), "batch_size": config.size("anatomy.batch_size"),
-             "step_ms": config.size("anatomy.step_ms"), "cores": os.cpu_count()}
+             "step_ms": config.size("anatomy.step_ms"), "cores": os.cpu_count(), "main_threads": 1}
     return BenchResult(rows, figures, knobs=knobs, repeats=1)

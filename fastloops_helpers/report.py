@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import config, timing
+from . import claims, config, timing
 
 TIMES_FILE = "notebook_times.json"
 
@@ -37,6 +37,10 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _records(table: Any) -> list[dict[str, Any]]:
+    return [{k: ("" if v is None or v != v else v) for k, v in row.items()} for row in table.to_dict("records")]
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.4g}"
@@ -53,6 +57,8 @@ def build(folder: Path | None = None) -> Path:
              f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"- scale: {', '.join(scales)}", f"- hardware: {hardware}\n"]
     parts += _times_section(folder)
+    parts += ["## The seeds' claims on this machine\n", markdown_table(_records(claims.evaluate(folder))),
+              "## Checklist, by payoff measured here\n", markdown_table(_records(claims.checklist(folder)))]
     for doc in docs:
         parts.append(f"## {doc['name']}\n")
         prov = doc["provenance"]

@@ -1,9 +1,9 @@
 """Batched, vectorised image transforms (normalise, random crop and flip, center crop, resize), CPU or GPU.
 
 Every batched function takes a (N, C, H, W) batch or one (C, H, W) image, uint8 or float, on any device, and
-draws one random offset or flip per sample in a single call, so a batch costs a few kernels instead of N.
-The per-sample pipelines at the end are the DataLoader baseline (no torchvision needed): they decode-side
-transform one PIL image at a time with the same arithmetic, so both sides produce the same batches.
+draws the random offsets and flips of the whole batch in one call; on a GPU a batch then costs a few kernels.
+The per-sample pipelines at the end are the DataLoader baseline (no torchvision needed): they transform one
+decoded PIL image at a time with the same arithmetic, so both sides produce the same batches.
 Explained in notebooks/09_precompute_memmap.ipynb.
 """
 

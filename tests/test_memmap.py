@@ -122,8 +122,8 @@ def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
     for split in B.SPLITS:
         pre = B.sample_transform(split).precompute
         data = memmap.write_memmap(ImageFolder(folder / split, transform=pre), tmp_path / split)
-        for workers in (0, 1):
-            batches = list(B.memmap_loader(data, split, batch_size=2, num_workers=workers))
+        for workers, threads in ((0, 1), (1, 1), (0, 2)):
+            batches = list(B.memmap_loader(data, split, batch_size=2, num_workers=workers, num_threads=threads))
             reference = list(B.dataloader(folder, split, batch_size=2, num_workers=0))
             assert [x.shape for x, _ in batches] == [x.shape for x, _ in reference]
             assert all(x.dtype == torch.float32 and x.shape[1:] == (3, B.CROP, B.CROP) for x, _ in batches)

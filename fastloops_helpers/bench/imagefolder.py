@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections import deque
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -76,28 +79,44 @@ def dataloader(folder: Path, split: str, batch_size: int, num_workers: int) -> D
                       persistent_workers=num_workers > 0)
 
 
-def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0) -> Any:
-    """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers."""
+def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0,
+                  num_threads: int = 1) -> Any:
+    """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers.
+
+    `num_threads` > 1 transforms several batches at once in threads of this process (numpy releases the GIL),
+    in order; the random crops then depend on which thread draws first.
+    """
     if num_workers == 0:
         # the tensorclass's fields as a dict: BatchLoader gathers them with np.take, or yields views in order
         fields = {"images": data.images, "labels": data.labels}
-        return _Transformed(BatchLoader(fields, batch_size, shuffle=split == "train", seed=0), BatchTransform(split))
+        loader = BatchLoader(fields, batch_size, shuffle=split == "train", seed=0)
+        return _Transformed(loader, BatchTransform(split), num_threads)
     # each worker gathers a whole batch with one __getitems__ call and transforms it (collate_fn)
     return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train", num_workers=num_workers,
                       collate_fn=BatchTransform(split), persistent_workers=True)
 
 
 class _Transformed:
-    """Apply a batch transform to every batch of a loader."""
+    """Apply a batch transform to every batch of a loader, in this thread or in a few threads, in order."""
 
-    def __init__(self, loader: Any, transform: Any) -> None:
-        self.loader, self.transform = loader, transform
+    def __init__(self, loader: Any, transform: Any, num_threads: int = 1) -> None:
+        self.loader, self.transform, self.num_threads = loader, transform, num_threads
 
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __iter__(self):
-        return (self.transform(batch) for batch in self.loader)
+    def __iter__(self) -> Iterator[Any]:
+        if self.num_threads <= 1:
+            yield from (self.transform(batch) for batch in self.loader)
+            return
+        with ThreadPoolExecutor(self.num_threads) as pool:
+            pending: deque[Future] = deque()
+            for batch in self.loader:
+                pending.append(pool.submit(self.transform, batch))
+                if len(pending) >= 2 * self.num_threads:  # bounded look-ahead: memory stays at a few batches
+                    yield pending.popleft().result()
+            while pending:
+                yield pending.popleft().result()
 
 
 def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> float:
@@ -118,17 +137,21 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
     """Measure every loader configuration of `split`; return one row each."""
     rows = []
     configs = [("DataLoader + ImageFolder", w) for w in workers]
-    configs += [("memmap, one process", 0)] + [("memmap + DataLoader workers", w) for w in workers if w > 0]
+    configs += [("memmap, one process", 0)] + [("memmap + threads", w) for w in workers if w > 1]
+    configs += [("memmap + DataLoader workers", w) for w in workers if w > 0]
     for pipeline, w in timing.progress(configs, desc=f"{split} loaders"):
-        if pipeline.startswith("DataLoader"):
-            loader = dataloader(prep.folder, split, batch_size, w)
-        else:
-            loader = memmap_loader(getattr(prep, split), split, batch_size, w)
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+            if pipeline.startswith("DataLoader"):
+                loader = dataloader(prep.folder, split, batch_size, w)
+            elif pipeline == "memmap + threads":
+                loader = memmap_loader(getattr(prep, split), split, batch_size, num_threads=w)
+            else:
+                loader = memmap_loader(getattr(prep, split), split, batch_size, w)
             ips = images_per_second(loader, repeat)
         del loader  # stop persistent workers before the next configuration
-        rows.append({"split": split, "pipeline": pipeline, "num_workers": w, "batch_size": batch_size,
+        rows.append({"split": split, "pipeline": pipeline, "num_workers": w if "threads" not in pipeline else 0,
+                     "num_threads": w if "threads" in pipeline else 1, "batch_size": batch_size,
                      "images_per_s": ips, "tutorial_images_per_s": TUTORIAL_IPS.get((split, pipeline))})
     return rows
 

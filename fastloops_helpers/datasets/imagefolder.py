@@ -29,8 +29,6 @@ ASPECTS = (4 / 3, 3 / 4, 1.0, 3 / 2, 2 / 3)  # photo-like shapes: landscape, por
 def pil_loader(path: str | Path) -> Image.Image:
     """Decode an image file with Pillow and convert it to RGB (grayscale, CMYK, palette and alpha too)."""
     with Image.open(path) as img:
-        if img.mode == "RGB":
-            return img.copy() if img.readonly else img.convert("RGB")
         if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
             # composite on white, as a viewer would, instead of letting transparent pixels turn black
             rgba = img.convert("RGBA")

@@ -112,13 +112,25 @@ def take(data: Any, index: torch.Tensor) -> Any:
 
 def split(data: Any, batch_size: int) -> list[Any]:
     """Cut every field into consecutive batches of `batch_size` rows (views, no copy)."""
-    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
+    if isinstance(data, torch.Tensor):
+        return _split_tensor(data, batch_size)
+    if is_tensor_collection(data):
         return list(data.split(batch_size))
     if isinstance(data, Mapping):
         parts = {k: split(v, batch_size) for k, v in data.items()}
         return [dict(zip(parts, batch)) for batch in zip(*parts.values())]
     parts = [split(v, batch_size) for v in data]
     return [type(data)(batch) for batch in zip(*parts)]
+
+
+def _split_tensor(x: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
+    # unbind of a (batches, batch_size, ...) view makes the views in one C++ loop: measured several times
+    # cheaper than Tensor.split on a busy machine, the same on an idle one
+    full = x.shape[0] // batch_size
+    out = list(x[:full * batch_size].view(full, batch_size, *x.shape[1:]).unbind(0)) if full else []
+    if x.shape[0] > full * batch_size:
+        out.append(x[full * batch_size:])
+    return out
 
 
 def narrow(data: Any, start: int, length: int) -> Any:

@@ -182,3 +182,11 @@ def test_grouped_shuffle_covers_every_index_and_repeats_per_seed(n, batch_size, 
     assert sorted(i for b in first for i in b) == list(range(n))
     assert first == _epoch(make())
     assert len(first) == len(make())
+
+
+def test_unshuffled_batches_of_strided_data_are_views_in_order():
+    base = torch.arange(40).view(20, 2)
+    strided = base[:, 1]  # stride 2: batches must still be cut along rows, without a copy
+    batches = list(BatchLoader(strided, 6))
+    assert [b.tolist() for b in batches] == [strided[i:i + 6].tolist() for i in range(0, 20, 6)]
+    assert batches[0].data_ptr() == strided.data_ptr()

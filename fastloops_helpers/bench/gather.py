@@ -10,7 +10,7 @@ import torch
 from .. import config, timing
 from ..loaders import BatchLoader
 from . import BenchResult
-from .loops import time_epochs
+from .loops import iterate, time_epochs
 
 
 def per_batch(x: torch.Tensor, batch_size: int, fetch: Callable[[torch.Tensor], object],
@@ -37,18 +37,11 @@ def primitives(x: torch.Tensor) -> dict[str, Callable[[torch.Tensor], object]]:
 
 def epochs(x: torch.Tensor, batch_size: int, per_row: bool = True) -> dict[str, Callable[[], None]]:
     """Return {name: one shuffled epoch} for the helpers' loader and each primitive."""
-    found = {"helpers": _iterate(BatchLoader(x, batch_size, shuffle=True, seed=0))}
+    found = {"helpers": iterate(BatchLoader(x, batch_size, shuffle=True, seed=0))}
     for name, fetch in primitives(x).items():
         if per_row or name != "per_row_stack":
             found[name] = per_batch(x, batch_size, fetch)
     return found
-
-
-def _iterate(loader: BatchLoader) -> Callable[[], None]:
-    def epoch() -> None:
-        for _ in loader:
-            pass
-    return epoch
 
 
 def run() -> BenchResult:

@@ -11,7 +11,7 @@ def _rows(t):
     return sorted(map(tuple, np.asarray(t).reshape(len(t), -1).tolist()))
 
 
-@pytest.mark.parametrize("order", ["random", "quasi_random", "sequential"])
+@pytest.mark.parametrize("order", ["random", "quasi_random"])  # the seed's two orders
 def test_table_round_trip_yields_what_was_written(tmp_path, order):
     rng = np.random.default_rng(0)
     X, y = rng.integers(0, 9, (300, 7)).astype(np.float32), rng.integers(0, 9, 300)

@@ -92,3 +92,31 @@ def test_rows_dataset_yields_one_float_row(csv_path):
     X, y = otto.read_otto(csv_path)
     x0, y0 = otto.OttoRows(X, y)[5]
     assert x0.dtype == np.float32 and x0.shape == (93,) and y0 == y[5]
+
+
+def test_batch_times_counts_batches_after_skip_and_up_to_limit():
+    from fastloops_helpers.bench.otto import batch_times, table
+
+    batches = [(np.zeros(2), np.zeros(2))] * 6
+    seen = []
+    assert len(batch_times(batches, 2, lambda x, y: seen.append(1), skip=2)) == 8  # 4 timed per epoch
+    assert len(seen) == 12  # but every batch was stepped
+    assert len(batch_times(batches, 1, skip=0)) == 6
+    assert len(batch_times(batches, 1, skip=1, limit=2)) == 2
+    with pytest.raises(ValueError, match="no batch timed"):
+        batch_times(batches[:2], 1, skip=2)
+    t = table({"DataLoader": [0.2, 0.2], "fast": [0.1, 0.1]}, batch_size=10)
+    assert t.loc["fast", "uplift_%"] == pytest.approx(-50) and t.loc["fast", "samples_per_s"] == pytest.approx(100)
+
+
+def test_training_with_the_helpers_loader_beats_the_majority_class():
+    import torch
+
+    from fastloops_helpers.bench.otto import train_and_evaluate
+    from fastloops_helpers.loaders import BatchLoader
+
+    X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=3000, seed=2))
+    X_tr, y_tr, X_va, y_va = otto.split(X, y, 0.2, seed=0)
+    loader = BatchLoader((torch.from_numpy(X_tr), torch.from_numpy(y_tr)), batch_size=128, shuffle=True, seed=0)
+    acc = train_and_evaluate(loader, {"X_val": X_va, "y_val": y_va}, 3, torch.device("cpu"))
+    assert acc[-1] > (y_va == np.bincount(y_tr).argmax()).mean() + 0.1

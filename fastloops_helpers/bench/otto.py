@@ -42,7 +42,7 @@ def batch_times(loader: Iterable[Any], epochs: int, step: Step | None = None, sk
             if i >= skip:
                 times.append(now - last)
             last = now
-            if limit is not None and i >= skip + limit:
+            if limit is not None and i >= skip + limit - 1:
                 break
         getattr(batches, "close", lambda: None)()  # stop a generator or FFCV's reader thread early
     if not times:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import os
+
 import numpy as np
 import pandas as pd
 import torch
@@ -117,7 +119,8 @@ def load_otto(rows: int | None = None, seed: int = 0, path: str | Path | None = 
         rows = config.size("otto.rows") if rows is None else rows
         path = config.data_dir() / f"otto-synthetic-{rows}-s{seed}" / "train.csv"
         if not path.exists():
-            generate_otto(path.with_suffix(".tmp"), rows, seed).rename(path)
+            # a per-process temporary name: two processes (DDP ranks) may generate at once; rename is atomic
+            generate_otto(path.with_suffix(f".tmp-{os.getpid()}"), rows, seed).rename(path)
     return split(*read_otto(path), val_fraction=val_fraction, seed=seed)
 
 

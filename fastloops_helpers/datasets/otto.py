@@ -6,9 +6,8 @@ non-negative integer counts and a target `Class_1`..`Class_9`. Explained in note
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import os
+from pathlib import Path
 
 import numpy as np
 import pandas as pd

@@ -22,10 +22,12 @@ except ImportError:  # tensordict is a dependency, but the loader must not need 
     def is_tensor_collection(obj: Any) -> bool:  # type: ignore[misc]
         return False
 
-# On a CPU tensor, numpy's single-threaded `take` is used: torch's multithreaded `index_select` was as fast
-# on an idle machine and several times slower on a busy one (its threads wait for each other), and advanced
-# indexing `x[idx]` was slowest of all (notebooks/02_getitem_cost.ipynb measures all three).
-CPU_GATHER = "numpy"  # "numpy" (np.take), "index_select" or "advanced" (x[idx])
+# Which gather a CPU tensor uses (notebooks/02_getitem_cost.ipynb measures all of them). numpy's single-threaded
+# `take` is the default: on an idle 2-core machine torch's multithreaded `index_select` gathered matrix rows about
+# 1.4x faster, but with one other busy process on the machine its threads waited for each other and it fell to
+# a few % of np.take's speed; advanced indexing `x[idx]` was the slowest everywhere. "auto" uses index_select
+# for matrices and np.take for 1-D data: pick it on a machine whose cores are all yours.
+CPU_GATHER = "numpy"  # "numpy" (np.take), "auto", "index_select" or "advanced" (x[idx])
 
 
 def to_tensors(data: Any, where: str = "data") -> Any:
@@ -92,9 +94,12 @@ def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """Return the rows `index` of one tensor with the fastest primitive measured for its device."""
     if index.device != x.device:
         index = index.to(x.device)
-    if x.device.type == "cpu" and CPU_GATHER == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
+    if x.device.type != "cpu":
+        return x.index_select(0, index)
+    primitive = CPU_GATHER if CPU_GATHER != "auto" else ("numpy" if x.dim() == 1 else "index_select")
+    if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
         return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
-    if CPU_GATHER == "advanced" and x.device.type == "cpu":
+    if primitive == "advanced":
         return x[index]
     return x.index_select(0, index)
 

@@ -140,7 +140,7 @@ def test_row_bytes_and_gather_primitives_agree():
     x = torch.rand(30, 4, 2)
     idx = torch.tensor([5, 0, 29, 5])
     assert rows.row_nbytes({"x": x, "y": torch.zeros(30, dtype=torch.int64)}) == 4 * 2 * 4 + 8
-    for primitive in ("numpy", "index_select", "advanced"):
+    for primitive in ("auto", "numpy", "index_select", "advanced"):
         old, rows.CPU_GATHER = rows.CPU_GATHER, primitive
         try:
             assert torch.equal(rows.gather(x, idx), x[idx])

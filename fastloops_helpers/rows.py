@@ -98,7 +98,8 @@ def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         return x.index_select(0, index)
     primitive = CPU_GATHER if CPU_GATHER != "auto" else ("numpy" if x.dim() == 1 else "index_select")
     if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
-        return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
+        # np.take casts other index types itself, more slowly than this cast (measured ~5 %)
+        return torch.from_numpy(np.take(x.numpy(), index.numpy().astype(np.intp, copy=False), axis=0))
     if primitive == "advanced":
         return x[index]
     return x.index_select(0, index)

@@ -11,6 +11,7 @@ Explained in notebooks/01_the_question.ipynb, 02_getitem_cost.ipynb and 03_custo
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -108,9 +109,26 @@ class BatchLoader:
         yield from rows.split(rows.narrow(self.data, 0, used), self.batch_size)
 
     def _iter_gathered(self, order: torch.Tensor) -> Iterator[Any]:
-        per_chunk = max(1, CHUNK_BYTES // max(1, rows.row_nbytes(self.data)) // self.batch_size) * self.batch_size
-        for index in order.split(per_chunk):
-            yield from rows.split(rows.take(self.data, index), self.batch_size)
+        row_bytes = rows.row_nbytes(self.data)
+        chunks = list(order.split(max(1, CHUNK_BYTES // max(1, row_bytes) // self.batch_size) * self.batch_size))
+        primitive = None
+        if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 8:
+            primitive = yield from self._probe(chunks[:4])
+            chunks = chunks[4:]
+        for index in chunks:
+            yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
+
+    def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
+        # time each candidate gather on alternate chunks (still yielded), return the faster: the winner depends on
+        # whether other work keeps this machine's cores busy right now (notebooks/02_getitem_cost.ipynb)
+        seconds = dict.fromkeys(rows.PROBED, 0.0)
+        for i, index in enumerate(chunks):
+            name = rows.PROBED[i % len(rows.PROBED)]
+            start = time.perf_counter()
+            chunk = rows.take(self.data, index, name)
+            seconds[name] += time.perf_counter() - start
+            yield from rows.split(chunk, self.batch_size)
+        return min(seconds, key=seconds.get)
 
     def __repr__(self) -> str:
         return (f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "

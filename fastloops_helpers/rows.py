@@ -22,12 +22,13 @@ except ImportError:  # tensordict is a dependency, but the loader must not need 
     def is_tensor_collection(obj: Any) -> bool:  # type: ignore[misc]
         return False
 
-# Which gather a CPU tensor uses (notebooks/02_getitem_cost.ipynb measures all of them). numpy's single-threaded
-# `take` is the default: on an idle 2-core machine torch's multithreaded `index_select` gathered matrix rows about
-# 1.4x faster, but with one other busy process on the machine its threads waited for each other and it fell to
-# a few % of np.take's speed; advanced indexing `x[idx]` was the slowest everywhere. "auto" uses index_select
-# for matrices and np.take for 1-D data: pick it on a machine whose cores are all yours.
-CPU_GATHER = "numpy"  # "numpy" (np.take), "auto", "index_select" or "advanced" (x[idx])
+# Which gather a CPU tensor uses (notebooks/02_getitem_cost.ipynb measures all of them). On an idle 2-core
+# machine torch's multithreaded `index_select` gathered matrix rows about 1.4x faster than numpy's single-threaded
+# `take`; with one other busy process on the machine its threads waited for each other and it fell to a few % of
+# np.take's speed. Advanced indexing `x[idx]` was the slowest everywhere. So by default ("measure") `BatchLoader`
+# times both on the first chunks of every epoch and uses the faster; single calls and 1-D data use np.take.
+CPU_GATHER = "measure"  # "measure", "numpy" (np.take), "index_select" or "advanced" (x[idx])
+PROBED = ("numpy", "index_select")  # the candidates "measure" times
 
 
 def to_tensors(data: Any, where: str = "data") -> Any:
@@ -90,13 +91,13 @@ def device_of(data: Any) -> torch.device:
     return leaf.device if leaf.device is not None else torch.device("cpu")
 
 
-def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """Return the rows `index` of one tensor with the fastest primitive measured for its device."""
+def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -> torch.Tensor:
+    """Return the rows `index` of one tensor with `primitive` (default: CPU_GATHER) on the CPU, index_select elsewhere."""
     if index.device != x.device:
         index = index.to(x.device)
     if x.device.type != "cpu":
         return x.index_select(0, index)
-    primitive = CPU_GATHER if CPU_GATHER != "auto" else ("numpy" if x.dim() == 1 else "index_select")
+    primitive = primitive or (CPU_GATHER if CPU_GATHER != "measure" else "numpy")
     if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
         # np.take casts other index types itself, more slowly than this cast (measured ~5 %)
         return torch.from_numpy(np.take(x.numpy(), index.numpy().astype(np.intp, copy=False), axis=0))
@@ -105,15 +106,15 @@ def gather(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return x.index_select(0, index)
 
 
-def take(data: Any, index: torch.Tensor) -> Any:
+def take(data: Any, index: torch.Tensor, primitive: str | None = None) -> Any:
     """Return the rows `index` of every field, keeping the structure (dict, tuple, list, TensorDict)."""
     if isinstance(data, torch.Tensor):
-        return gather(data, index)
+        return gather(data, index, primitive)
     if is_tensor_collection(data):
-        return data.apply(lambda x: gather(x, index), batch_size=[len(index)])
+        return data.apply(lambda x: gather(x, index, primitive), batch_size=[len(index)])
     if isinstance(data, Mapping):
-        return {k: take(v, index) for k, v in data.items()}
-    return type(data)(take(v, index) for v in data)
+        return {k: take(v, index, primitive) for k, v in data.items()}
+    return type(data)(take(v, index, primitive) for v in data)
 
 
 def split(data: Any, batch_size: int) -> list[Any]:

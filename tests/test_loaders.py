@@ -140,7 +140,7 @@ def test_row_bytes_and_gather_primitives_agree():
     x = torch.rand(30, 4, 2)
     idx = torch.tensor([5, 0, 29, 5])
     assert rows.row_nbytes({"x": x, "y": torch.zeros(30, dtype=torch.int64)}) == 4 * 2 * 4 + 8
-    for primitive in ("auto", "numpy", "index_select", "advanced"):
+    for primitive in ("measure", "numpy", "index_select", "advanced"):
         old, rows.CPU_GATHER = rows.CPU_GATHER, primitive
         try:
             assert torch.equal(rows.gather(x, idx), x[idx])
@@ -190,3 +190,14 @@ def test_unshuffled_batches_of_strided_data_are_views_in_order():
     batches = list(BatchLoader(strided, 6))
     assert [b.tolist() for b in batches] == [strided[i:i + 6].tolist() for i in range(0, 20, 6)]
     assert batches[0].data_ptr() == strided.data_ptr()
+
+
+def test_measured_gather_yields_the_same_batches_as_a_fixed_one():
+    data = {"x": torch.rand(500, 20), "y": torch.arange(500)}
+    for primitive in ("measure", "numpy"):
+        old, rows.CPU_GATHER = rows.CPU_GATHER, primitive
+        try:
+            got = list(BatchLoader(data, 8, shuffle=True, seed=4))
+        finally:
+            rows.CPU_GATHER = old
+        assert len(got) == 63 and all(torch.equal(b["x"], data["x"][b["y"]]) for b in got)

@@ -151,7 +151,9 @@ def _check_options(batch_size: int, shuffle: bool | str, rank: int, world_size: 
 
 
 def _is_getitems_dataset(data: Any) -> bool:
-    return callable(getattr(data, "__getitems__", None)) and not isinstance(data, (torch.Tensor, dict, list, tuple))
+    # TensorDicts have __getitems__ too, but gather faster through rows.take (about 8x on a memmapped tensorclass)
+    return (callable(getattr(data, "__getitems__", None)) and not rows.is_tensor_collection(data)
+            and not isinstance(data, (torch.Tensor, dict, list, tuple)))
 
 
 def _initial_seed(seed: int | None, generator: torch.Generator | None, world_size: int) -> int:

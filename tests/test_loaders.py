@@ -201,3 +201,15 @@ def test_measured_gather_yields_the_same_batches_as_a_fixed_one():
         finally:
             rows.CPU_GATHER = old
         assert len(got) == 63 and all(torch.equal(b["x"], data["x"][b["y"]]) for b in got)
+
+
+def test_tensordicts_are_gathered_as_rows_not_through_getitems():
+    from tensordict import TensorDict
+
+    td = TensorDict({"x": torch.arange(10.0).view(10, 1), "y": torch.arange(10)}, batch_size=[10])
+    loader = BatchLoader(td, 4, shuffle=True, seed=0)
+    assert not loader.batched_dataset  # TensorDict has __getitems__, but rows.take gathers it faster
+    batches = list(loader)
+    assert [len(b) for b in batches] == [4, 4, 2]
+    assert sorted(torch.cat([b["y"] for b in batches]).tolist()) == list(range(10))
+    assert all(torch.equal(b["x"].view(-1).long(), b["y"]) for b in batches)  # rows stay together

@@ -204,8 +204,6 @@ def test_measured_gather_yields_the_same_batches_as_a_fixed_one():
 
 
 def test_tensordicts_are_gathered_as_rows_not_through_getitems():
-    from tensordict import TensorDict
-
     td = TensorDict({"x": torch.arange(10.0).view(10, 1), "y": torch.arange(10)}, batch_size=[10])
     loader = BatchLoader(td, 4, shuffle=True, seed=0)
     assert not loader.batched_dataset  # TensorDict has __getitems__, but rows.take gathers it faster

@@ -152,10 +152,11 @@ def launch(log_dir: Path, loader: str, world_size: int, rows: int, epochs: int, 
     return [json.loads((log_dir / f"{t}.json").read_text()) for t in tags]
 
 
-def max_weight_difference(a: Path, b: Path) -> float:
-    """Return the largest absolute difference between two saved state dicts."""
+def relative_weight_difference(a: Path, b: Path) -> float:
+    """Return the largest absolute difference between two saved state dicts, over their largest weight."""
     wa, wb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
-    return max(float((wa[k] - wb[k]).abs().max()) for k in wa)
+    scale = max(float(w.abs().max()) for w in wa.values())
+    return max(float((wa[k] - wb[k]).abs().max()) for k in wa) / scale
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -63,7 +63,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read
     "readdecode.images": (12, 60, 300),            # JPEGs decoded per size and decoder
     # notebook 12 (DDP with torchrun): the Otto MLP trained by 2 processes
-    "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; an odd train split shows DistributedSampler's padding
+    "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; smoke's odd train split shows DistributedSampler's padding
     "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)
     "ddp.batch_size": (256, 512, 512),             # per rank: the global batch is this x world size (1024 = the seed's)
     "ddp.world_size": (2, 2, 2),                   # processes (ranks); gloo on the CPU, nccl on GPUs

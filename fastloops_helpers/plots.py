@@ -27,7 +27,9 @@ def bars(table: pd.DataFrame, value: str, label: str, baseline: str | None = Non
     if baseline is not None:
         base = float(table.loc[table[label] == baseline, value].iloc[0])
         for y, v in enumerate(table[value]):
-            ax.annotate(f"{v / base:.2g}x", (v, y), xytext=(3, 0), textcoords="offset points", va="center")
+            ratio = v / base
+            label = f"{ratio:.0f}x" if ratio >= 10 else f"{ratio:.2g}x"  # 222x, not 2.2e+02x
+            ax.annotate(label, (v, y), xytext=(3, 0), textcoords="offset points", va="center")
     fig.tight_layout()
     return fig
 

@@ -83,7 +83,7 @@ def load_figures(folder: Path) -> dict[str, dict]:
     found = {}
     for path in sorted(Path(folder).glob("*.json")):
         doc = json.loads(path.read_text())
-        if isinstance(doc, dict) and "figures" in doc and "name" in doc:
+        if isinstance(doc, dict) and {"name", "provenance", "figures"} <= doc.keys():
             found[doc["name"]] = doc
     return found
 

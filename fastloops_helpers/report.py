@@ -18,13 +18,8 @@ TIMES_FILE = "notebook_times.json"
 
 
 def load_results(folder: Path) -> list[dict[str, Any]]:
-    """Return every saved result (a JSON with name, provenance, rows, figures) in `folder`, by name."""
-    docs = []
-    for path in sorted(folder.glob("*.json")):
-        doc = json.loads(path.read_text())
-        if isinstance(doc, dict) and {"name", "provenance", "figures"} <= doc.keys():
-            docs.append(doc)
-    return docs
+    """Return every saved result (a JSON with name, provenance, rows, figures) in `folder`, by file name."""
+    return list(claims.load_figures(folder).values())
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:

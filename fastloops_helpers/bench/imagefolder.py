@@ -157,9 +157,9 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
 
 
 def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Return best memmap over best DataLoader images/s per split, and the best rates."""
+    """Return best memmap over best DataLoader images/s for each split in `rows`, and the best rates."""
     figures = {}
-    for split in SPLITS:
+    for split in [s for s in SPLITS if any(r["split"] == s for r in rows)]:
         part = [r for r in rows if r["split"] == split]
         base = max(r["images_per_s"] for r in part if r["pipeline"].startswith("DataLoader"))
         best = max(r["images_per_s"] for r in part if r["pipeline"].startswith("memmap"))

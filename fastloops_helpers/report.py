@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import claims, config, timing
+from . import claims, config, measure
 
 TIMES_FILE = "notebook_times.json"
 
@@ -47,7 +47,7 @@ def build(folder: Path | None = None) -> Path:
     folder = Path(folder) if folder is not None else config.results_dir()
     docs = load_results(folder)
     scales = sorted({d["provenance"].get("scale", "?") for d in docs}) or [config.scale()]
-    hardware = docs[0]["provenance"]["hardware"] if docs else timing.hardware_line()
+    hardware = docs[0]["provenance"]["hardware"] if docs else measure.hardware_line()
     parts = ["# fastloops: reproduction report\n",
              f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"- scale: {', '.join(scales)}", f"- hardware: {hardware}\n"]

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from fastloops_helpers import bench
-from fastloops_helpers.bench import bandwidth
+from fastloops_helpers import experiments as bench
+from fastloops_helpers.experiments import bandwidth
 
 
 def _cli(*args, env=None):

@@ -5,8 +5,9 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from fastloops_helpers import broken, workerdata
-from fastloops_helpers.datasets.imagefolder import write_synthetic_imagefolder
+from fastloops_helpers.data import broken
+from fastloops_helpers.teach import workers as workerdata
+from fastloops_helpers.data.imagefolder import write_synthetic_imagefolder
 
 
 @pytest.fixture(scope="module")

@@ -1,15 +1,15 @@
 import pytest
 
-from fastloops_helpers import claims, timing
+from fastloops_helpers import claims, measure
 
 
 @pytest.fixture
 def folder(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_DEVICE", "cpu")
-    timing.save_results("02_getitem_cost", {"slide_100_speedup": 36.0}, path=tmp_path / "a.json")
-    timing.save_results("bench-loops", {"helpers_over_numpy": 1.4, "dataloader_nw0_over_helpers": 80.0},
+    measure.save_results("02_getitem_cost", {"slide_100_speedup": 36.0}, path=tmp_path / "a.json")
+    measure.save_results("bench-loops", {"helpers_over_numpy": 1.4, "dataloader_nw0_over_helpers": 80.0},
                         path=tmp_path / "b.json")
-    timing.save_results("10_ffcv_otto", {"dataloader_step_ms": 10.0, "ffcv_step_ms": 1.0}, path=tmp_path / "c.json")
+    measure.save_results("10_ffcv_otto", {"dataloader_step_ms": 10.0, "ffcv_step_ms": 1.0}, path=tmp_path / "c.json")
     return tmp_path
 
 
@@ -33,7 +33,7 @@ def test_ratio_figures_and_gpu_claims(folder):
 
 
 def test_first_source_wins(folder):
-    timing.save_results("01_the_question", {"dataloader_nw0_over_helpers": 2.0}, path=folder / "d.json")
+    measure.save_results("01_the_question", {"dataloader_nw0_over_helpers": 2.0}, path=folder / "d.json")
     row = _row(claims.evaluate(folder), "dataloader_nw0_over_helpers")
     assert row.source == "bench-loops" and row.measured == 80.0
 

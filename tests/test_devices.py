@@ -7,9 +7,11 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from fastloops_helpers import devices
-from fastloops_helpers.bench import devices as bench_devices
-from fastloops_helpers.devices import check_moved, move_to, slide_move_to, slide_xs
+from fastloops_helpers.load import devices
+from fastloops_helpers.experiments import devices as bench_devices
+from fastloops_helpers.experiments.devices import check_moved
+from fastloops_helpers.load.devices import move_to
+from fastloops_helpers.teach.slides import slide_move_to, slide_xs
 
 # meta is a real "other device" on every machine: a tensor that was not moved stays on the CPU
 TARGETS = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -86,7 +88,7 @@ def test_check_moved_catches_what_tensordict_leaves_behind():
 
 
 def test_every_method_moves_the_slide_xs_on_the_cpu():
-    found, skipped = devices.methods()
+    found, skipped = bench_devices.methods()
     assert {"move_to (helpers)", "optree.tree_map", "torch.save + load(map_location)"} <= set(found)
     assert set(found).isdisjoint(skipped)
     xs = slide_xs(4)

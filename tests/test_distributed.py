@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastloops_helpers import distributed
+from fastloops_helpers.experiments import distributed
 
 
 @pytest.fixture(scope="module")

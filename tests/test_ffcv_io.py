@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastloops_helpers import ffcv_io
+from fastloops_helpers.data import ffcv_io
 
 pytestmark = pytest.mark.skipif(not ffcv_io.have_ffcv(), reason="ffcv is not importable here")
 

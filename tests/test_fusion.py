@@ -2,7 +2,7 @@ import math
 
 import torch
 
-from fastloops_helpers import fusion
+from fastloops_helpers.experiments import fusion
 
 
 def test_chain_matches_its_formula():

@@ -8,8 +8,9 @@ from hypothesis import strategies as st
 from tensordict import TensorDict, tensorclass
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 
-from fastloops_helpers import rows
-from fastloops_helpers.loaders import BatchLoader, BatchRowDataset, RowDataset, collate_batch
+from fastloops_helpers.load import rows
+from fastloops_helpers.load.batch_loader import BatchLoader
+from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, collate_batch
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 options = dict(n=st.integers(0, 60), batch_size=st.integers(1, 16), drop_last=st.booleans(),

@@ -3,8 +3,8 @@ import json
 import pytest
 import torch
 
-from fastloops_helpers import memmap
-from fastloops_helpers.memmap import ImageData
+from fastloops_helpers.data import memmap
+from fastloops_helpers.data.memmap import ImageData
 
 
 class Tiny(torch.utils.data.Dataset):
@@ -114,9 +114,9 @@ def test_memmap_dataset_gathers_a_batch_and_indexes_one_item(tmp_path):
 
 def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
     """The benchmark's two sides produce the same normalised float batches (val: bit for bit)."""
-    from fastloops_helpers import transforms as T
-    from fastloops_helpers.bench import imagefolder as B
-    from fastloops_helpers.datasets.imagefolder import ImageFolder, write_synthetic_imagefolder
+    from fastloops_helpers.load import transforms as T
+    from fastloops_helpers.experiments import imagefolder as B
+    from fastloops_helpers.data.imagefolder import ImageFolder, write_synthetic_imagefolder
 
     folder = write_synthetic_imagefolder(tmp_path / "if", 4, 5, size=260)
     for split in B.SPLITS:

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fastloops_helpers.datasets import otto
+from fastloops_helpers.data import otto
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_rows_dataset_yields_one_float_row(csv_path):
 
 
 def test_batch_times_counts_batches_after_skip_and_up_to_limit():
-    from fastloops_helpers.bench.otto import batch_times, table
+    from fastloops_helpers.experiments.otto import batch_times, table
 
     batches = [(np.zeros(2), np.zeros(2))] * 6
     seen = []
@@ -112,8 +112,8 @@ def test_batch_times_counts_batches_after_skip_and_up_to_limit():
 def test_training_with_the_helpers_loader_beats_the_majority_class():
     import torch
 
-    from fastloops_helpers.bench.otto import train_and_evaluate
-    from fastloops_helpers.loaders import BatchLoader
+    from fastloops_helpers.experiments.otto import train_and_evaluate
+    from fastloops_helpers import BatchLoader
 
     X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=3000, seed=2))
     X_tr, y_tr, X_va, y_va = otto.split(X, y, 0.2, seed=0)

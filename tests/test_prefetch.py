@@ -4,8 +4,8 @@ import warnings
 import pytest
 import torch
 
-from fastloops_helpers import prefetch
-from fastloops_helpers.prefetch import CUDAPrefetcher, ThreadPrefetcher, one_ahead
+from fastloops_helpers.load import prefetch
+from fastloops_helpers.load.prefetch import CUDAPrefetcher, ThreadPrefetcher, one_ahead
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastloops_helpers import decoders, storage
+from fastloops_helpers.data import decoders, storage
 
 
 def test_storage_reads_the_whole_file_both_ways(tmp_path):

@@ -2,13 +2,13 @@ import json
 
 import nbformat
 
-from fastloops_helpers import notebooks, report, timing
+from fastloops_helpers import measure, notebooks, report
 
 
 def test_report_gathers_every_saved_result(tmp_path):
-    timing.save_results("01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}],
+    measure.save_results("01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}],
                         path=tmp_path / "01_the_question.json")
-    timing.save_results("bench-loops", {"helpers_over_numpy": 0.5}, path=tmp_path / "bench-loops.json")
+    measure.save_results("bench-loops", {"helpers_over_numpy": 0.5}, path=tmp_path / "bench-loops.json")
     (tmp_path / "01_the_question-bars.png").write_bytes(b"png")
     (tmp_path / "notes.json").write_text(json.dumps([1, 2]))  # not a result: ignored
     (tmp_path / "notebook_times.json").write_text(json.dumps(
@@ -17,7 +17,7 @@ def test_report_gathers_every_saved_result(tmp_path):
     assert "## 01_the_question" in text and "## bench-loops" in text
     assert "| ratio | 3 |" in text and "| numpy | 1.5 |" in text
     assert "![01_the_question-bars](01_the_question-bars.png)" in text
-    assert "| total | 5 |" in text and timing.hardware_line() in text
+    assert "| total | 5 |" in text and measure.hardware_line() in text
 
 
 def test_markdown_table_escapes_pipes_and_fills_missing_cells():

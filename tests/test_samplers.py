@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastloops_helpers.samplers import batch_class_entropy, grouped_permutation, quasi_random_permutation
+from fastloops_helpers.load.order import grouped_permutation
+from fastloops_helpers.teach.quasi_random import batch_class_entropy, quasi_random_permutation
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fastloops_helpers import timeline
+from fastloops_helpers.measure import timeline
 
 
 def loader(num_workers, n=48, batch_size=8, **kw):
@@ -83,14 +83,14 @@ def test_parallelism_and_overlap_from_hand_made_events():
 
 
 def test_thread_prefetcher_records_its_own_lane():
-    from fastloops_helpers.prefetch import ThreadPrefetcher
+    from fastloops_helpers.load.prefetch import ThreadPrefetcher
 
     tl = timeline.record(ThreadPrefetcher(loader(0)), step=timeline.gpu_like_step(0.001))
     assert set(tl.frame().query("stage == 'fetch'").lane) == {"main: prefetch thread"}
 
 
 def test_timed_batches_move_like_any_nested_batch():
-    from fastloops_helpers import devices
+    from fastloops_helpers.load import devices
 
     batch = timeline.TimedCollate()([(torch.zeros(2), 1), (torch.ones(2), 0)])
     moved = devices.move_to(batch, "cpu", non_blocking=True)
@@ -100,7 +100,7 @@ def test_timed_batches_move_like_any_nested_batch():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
-    from fastloops_helpers.prefetch import CUDAPrefetcher
+    from fastloops_helpers.load.prefetch import CUDAPrefetcher
 
     tl = timeline.record(CUDAPrefetcher(loader(2, pin_memory=True), device="cuda", pin=False), device="cuda",
                          step=lambda b: b[0].sum())

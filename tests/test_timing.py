@@ -3,11 +3,11 @@ import json
 import numpy as np
 import pytest
 
-from fastloops_helpers import timing
+from fastloops_helpers import measure
 
 
 def test_summary_against_hand_computed_values():
-    table = timing.summarize({"base": [1.0, 2.0, 3.0, 4.0, 10.0], "fast": [0.5, 0.5, 1.0, 1.0, 1.5]},
+    table = measure.summarize({"base": [1.0, 2.0, 3.0, 4.0, 10.0], "fast": [0.5, 0.5, 1.0, 1.0, 1.5]},
                              baseline="base")
     # p95 with linear interpolation: position 0.95 * 4 = 3.8 -> 4 + 0.8 * (10 - 4) = 8.8
     assert table.loc["base", "p95"] == pytest.approx(8.8)
@@ -21,49 +21,49 @@ def test_summary_against_hand_computed_values():
 
 def test_summary_rejects_unknown_baseline_and_empty_samples():
     with pytest.raises(KeyError, match="baseline 'x'"):
-        timing.summarize({"a": [1.0]}, baseline="x")
+        measure.summarize({"a": [1.0]}, baseline="x")
     with pytest.raises(ValueError, match="no samples for 'a'"):
-        timing.summarize({"a": []})
+        measure.summarize({"a": []})
 
 
 def test_measure_warms_up_then_repeats():
     calls = []
-    samples = timing.measure(lambda: calls.append(1), repeat=4, warmup=2)
+    samples = measure.measure(lambda: calls.append(1), repeat=4, warmup=2)
     assert len(samples) == 4 and len(calls) == 6
     assert all(s >= 0 for s in samples)
     with pytest.raises(ValueError, match="repeat >= 1"):
-        timing.measure(lambda: None, repeat=0, warmup=0)
+        measure.measure(lambda: None, repeat=0, warmup=0)
 
 
 def test_timer_measures_elapsed_time():
     import time
-    with timing.Timer() as t:
+    with measure.Timer() as t:
         time.sleep(0.02)
     assert 0.015 < t.seconds < 1.0
 
 
 def test_show_uses_the_masked_prefix(capsys):
-    timing.show("epoch", 0.08031)
+    measure.show("epoch", 0.08031)
     assert capsys.readouterr().out == "[timing] epoch: 0.08031 s\n"
 
 
 def test_hardware_line_names_machine_and_versions():
-    line = timing.hardware_line()
+    line = measure.hardware_line()
     assert "GiB RAM" in line and "torch " in line and "python " in line
 
 
 def test_save_results_writes_documented_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")
-    path = timing.save_results("demo", {"ratio": np.float64(2.5)}, rows=[{"n": np.int64(3)}],
+    path = measure.save_results("demo", {"ratio": np.float64(2.5)}, rows=[{"n": np.int64(3)}],
                                knobs={"batch_size": 300}, repeats=5, path=tmp_path / "demo.json")
     doc = json.loads(path.read_text())
     assert set(doc) == {"name", "provenance", "rows", "figures"}
     assert doc["figures"] == {"ratio": 2.5} and doc["rows"] == [{"n": 3}]
     prov = doc["provenance"]
     assert prov["scale"] == "smoke" and prov["knobs"] == {"batch_size": 300} and prov["repeats"] == 5
-    assert prov["hardware"] == timing.hardware_line() and "torch" in prov["versions"]
+    assert prov["hardware"] == measure.hardware_line() and "torch" in prov["versions"]
 
 
 def test_save_results_refuses_unserialisable_values(tmp_path):
     with pytest.raises(TypeError, match="cannot save object"):
-        timing.save_results("bad", {}, rows=[{"x": object()}], path=tmp_path / "bad.json")
+        measure.save_results("bad", {}, rows=[{"x": object()}], path=tmp_path / "bad.json")

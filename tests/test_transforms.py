@@ -3,7 +3,7 @@ import pytest
 import torch
 from PIL import Image
 
-from fastloops_helpers import transforms as T
+from fastloops_helpers.load import transforms as T
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 

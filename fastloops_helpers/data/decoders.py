@@ -1,0 +1,103 @@
+"""JPEG decoders that may be installed (Pillow, simplejpeg, PyTurboJPEG, OpenCV, torchvision), behind one call.
+
+Each decoder takes the bytes of a JPEG file and returns an RGB uint8 array of shape (H, W, 3).
+Explained in notebooks/08_read_and_decode.ipynb.
+"""
+
+from __future__ import annotations
+
+import io
+import time
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+Decoder = Callable[[bytes], np.ndarray]
+
+
+def _pillow() -> Decoder:
+    from PIL import Image
+
+    return lambda data: np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def _simplejpeg() -> Decoder:
+    import simplejpeg
+
+    return lambda data: simplejpeg.decode_jpeg(data, colorspace="RGB")
+
+
+def _turbojpeg() -> Decoder:
+    from turbojpeg import TJPF_RGB, TurboJPEG
+
+    jpeg = TurboJPEG()  # raises if the system libturbojpeg is missing or too old for this wrapper
+    return lambda data: jpeg.decode(data, pixel_format=TJPF_RGB)
+
+
+def _opencv() -> Decoder:
+    import cv2
+
+    cv2.setNumThreads(1)  # one image per call: compare single-threaded decoders
+    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+
+def _torchvision() -> Decoder:
+    import torch
+    from torchvision.io import decode_jpeg
+
+    return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
+
+
+CANDIDATES = {"Pillow": _pillow, "simplejpeg": _simplejpeg, "PyTurboJPEG": _turbojpeg, "OpenCV": _opencv,
+              "torchvision": _torchvision}
+
+
+def find_decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
+    """Return ({name: decoder} for those that work here, {name: why not} for the others)."""
+    found, missing = {}, {}
+    for name, make in CANDIDATES.items():
+        try:
+            found[name] = make()
+        except Exception as exc:  # ImportError, or a wrapper that cannot load its C library
+            missing[name] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"
+    return found, missing
+
+
+def pillow_uses_turbo() -> bool:
+    """Return whether Pillow was built with libjpeg-turbo (seed 002's check)."""
+    from ..measure.capabilities import check_libjpeg_turbo
+
+    return check_libjpeg_turbo()[0]
+
+
+def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[bytes]:
+    """Return `count` seeded photo-like JPEGs of `px` x `px`, encoded in memory."""
+    from .imagefolder import synthetic_image
+
+    blobs = []
+    for i in range(count):
+        buf = io.BytesIO()
+        synthetic_image(np.random.default_rng([seed, i]), px, px, i % 2).save(buf, format="JPEG", quality=quality)
+        blobs.append(buf.getvalue())
+    return blobs
+
+
+def images_per_second(decode: Decoder, blobs: Sequence[bytes], repeat: int = 3) -> float:
+    """Decode every blob `repeat` times after one warm-up pass; return the best pass's images per second."""
+    for data in blobs:
+        decode(data)
+    best = float("inf")
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for data in blobs:
+            decode(data)
+        best = min(best, time.perf_counter() - start)
+    return len(blobs) / best
+
+
+def agreement(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:
+    """Return (mean, max) absolute difference between two decodes of the same JPEG."""
+    if a.shape != b.shape:
+        raise ValueError(f"decoded shapes differ: {a.shape} vs {b.shape}")
+    diff = np.abs(a.astype(np.int16) - b.astype(np.int16))
+    return float(diff.mean()), int(diff.max())

@@ -1,0 +1,195 @@
+"""FFCV vs DataLoader (per-sample Pillow) vs the helpers (memmap + batched transforms) on CIFAR-10 with a WideResNet."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .. import config, measure
+from ..data import cifar10, ffcv_io, memmap
+from ..load.batch_loader import BatchLoader
+from ..models import WideResNet
+from . import BenchResult
+from .otto import Step, batch_times, table, train_step
+
+RESIZE, CROP = 48, 32  # the seed's DataLoader transform: resize to 48, center-crop 32 (= FFCV's crop ratio 2/3)
+
+
+class Mapped:
+    """Apply a batched function to every (x, y) batch of a loader (the helpers' batched transforms)."""
+
+    def __init__(self, loader: Iterable[Any], fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        self.loader, self.fn = loader, fn
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        for x, y in self.loader:
+            yield self.fn(x), y
+
+
+class ResizeCenterCrop:
+    """Resize a uint8 batch (bilinear) and cut its centre in one go: two small matrix products per batch.
+
+    A fixed bilinear resize followed by a fixed crop is linear in the pixels, so it is `W @ image @ W.T`
+    with a (crop x side) matrix `W` that has two non-zeros per row; the rows the crop drops are never
+    computed. Equals the bilinear upsample-then-crop (align_corners=False) up to float rounding.
+    """
+
+    def __init__(self, side: int = 32, resize: int = RESIZE, crop: int = CROP) -> None:
+        pos = ((torch.arange(resize, dtype=torch.float64) + 0.5) * side / resize - 0.5).clamp(min=0)
+        i0 = pos.floor().long().clamp(max=side - 1)
+        frac = pos - i0
+        weights = torch.zeros(resize, side, dtype=torch.float64)
+        weights[torch.arange(resize), i0] += 1 - frac
+        weights[torch.arange(resize), (i0 + 1).clamp(max=side - 1)] += frac
+        top = int(round((resize - crop) / 2.0))
+        self.wt = weights[top:top + crop].T.contiguous().float()  # (side, crop)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the resized, center-cropped uint8 batch (N, C, crop, crop)."""
+        n, c, h, w = x.shape
+        wt = self.wt.to(x.device)
+        cols = (x.reshape(-1, w).float() @ wt).view(n * c, h, -1)        # resize every row: (n*c, h, crop)
+        both = cols.transpose(1, 2).reshape(-1, h) @ wt                   # then every column
+        return both.view(n, c, -1, wt.shape[1]).transpose(2, 3).round_().clamp_(0, 255).to(torch.uint8)
+
+
+def _uint8_chw(image: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(image.transpose(2, 0, 1)))
+
+
+def _resized_chw(image: np.ndarray) -> torch.Tensor:
+    return ResizeCenterCrop()(_uint8_chw(image)[None])[0]
+
+
+def prepare(seed: int = 0) -> dict[str, Any]:
+    """Load (or generate) CIFAR-10 at the scale's size; write it once as `.beton` (if ffcv) and as a memmap."""
+    train, test = config.size("cifar.train"), config.size("cifar.test")
+    images, labels, test_images, test_labels = cifar10.load_cifar10(train, test, seed=seed)
+    folder = config.data_dir() / f"cifar10-synthetic-{train}-{test}-s{seed}"
+    beton = None
+    if ffcv_io.have_ffcv():
+        beton = folder / "train.beton"
+        if not beton.exists():
+            ffcv_io.write_image_beton(beton, images, labels)
+    mm = memmap.precompute(cifar10.ImageDataset(images, labels, _uint8_chw), folder / "memmap", backend="numpy",
+                           key={"train": train, "seed": seed}, desc="writing the memmap")
+    done = memmap.precompute(cifar10.ImageDataset(images, labels, _resized_chw), folder / "memmap-resized",
+                             backend="numpy", key={"train": train, "seed": seed, "resize": RESIZE, "crop": CROP},
+                             desc="writing the resized memmap")
+    return {"images": images, "labels": labels, "beton": beton, "memmap": mm, "memmap_resized": done}
+
+
+def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
+    """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow, 1 worker) and the helpers' loader."""
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
+                                               device=device, size=CROP, ratio=CROP / RESIZE, seed=seed)
+    dataset = cifar10.ImageDataset(data["images"], data["labels"], cifar10.PillowResizeCrop(RESIZE, CROP))
+    loaders["DataLoader"] = torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=1, pin_memory=device.type == "cuda",
+        drop_last=True, generator=torch.Generator().manual_seed(seed))
+    mm = data["memmap"]
+    rows = BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True, seed=seed)
+    resize_crop = ResizeCenterCrop()
+    loaders["helpers"] = Mapped(rows, lambda x: resize_crop(x.to(device, non_blocking=True)))
+    done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
+    loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
+                                                 shuffle="grouped", drop_last=True, seed=seed)
+    return loaders
+
+
+def wrn_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
+    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed)."""
+    depth, width = config.size("cifar.wrn")
+
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = WideResNet(depth, width).to(device)
+        step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
+        return lambda x, y: step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+    return factory
+
+
+def split_times(loader: Iterable[Any], step: Step, steps: int, device: torch.device,
+                skip: int = 1) -> tuple[list[float], list[float]]:
+    """Train `steps` batches from `loader`; return per step the seconds spent waiting for the batch and computing.
+
+    The wait is what loading costs the loop while the model trains: near the load-only time when nothing
+    loads in the background, near 0 when a worker or thread prepared the batch during the previous step.
+    Explained in notebooks/11_ffcv_cifar.ipynb.
+    """
+    waits: list[float] = []
+    computes: list[float] = []
+    batches = iter(loader)
+    for i in range(skip + steps):
+        t0 = time.perf_counter()
+        x, y = next(batches)
+        t1 = time.perf_counter()
+        step(x, y)
+        measure.sync(device)
+        if i >= skip:
+            waits.append(t1 - t0)
+            computes.append(time.perf_counter() - t1)
+    getattr(batches, "close", lambda: None)()
+    return waits, computes
+
+
+def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
+    """Time load-only epochs, then training steps per loader (split into waiting and computing); return the tables."""
+    epochs, steps, factory = config.size("cifar.epochs"), config.size("cifar.steps"), wrn_factory(device)
+    load = {}
+    for name, loader in measure.progress(loaders.items(), desc="load only", total=len(loaders)):
+        batch_times(loader, 1, None, device=device)  # warm-up epoch (numba compiles FFCV's pipeline)
+        load[name] = batch_times(loader, epochs, None, skip=0, device=device)  # whole epochs: throughput
+    full = {}
+    stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
+    waits, full = {}, {}
+    for name, loader in measure.progress(stepped.items(), desc="full step", total=len(stepped)):
+        wait, compute = split_times(loader, factory(), steps, device)
+        waits[name], full[name] = wait, [w + c for w, c in zip(wait, compute)]
+    return {"load": table(load, batch_size), "step": table(full, batch_size), "wait": table(waits, batch_size)}
+
+
+def overlap(tables: dict[str, Any]) -> Any:
+    """Return per loader: load-only ms per batch, ms waited for a batch while training, and % of loading hidden."""
+    load_ms = tables["load"]["mean"] * 1e3
+    wait_ms = tables["wait"]["mean"] * 1e3
+    step_ms = tables["step"]["median"] * 1e3
+    out = pd.DataFrame({"load_only_ms": load_ms[wait_ms.index], "waited_ms": wait_ms, "step_ms": step_ms})
+    out["hidden_%"] = (1 - out["waited_ms"] / out["load_only_ms"]).clip(lower=0) * 100
+    out["load_share_%"] = out["load_only_ms"] / out["step_ms"] * 100
+    return out
+
+
+def run() -> BenchResult:
+    """Measure load-only img/s and full WRN step times of FFCV, DataLoader and the helpers on CIFAR-10."""
+    device, batch_size = config.device(), config.size("cifar.batch_size")
+    data = prepare()
+    t = measure_all(make_loaders(data, batch_size, device), batch_size, device)
+    rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
+            for phase in ("load", "step", "wait") for name in t[phase].index]
+    rate, step = t["load"]["samples_per_s"], t["step"]["median"]
+    hidden = overlap(t)["hidden_%"]
+    figures = {f"{n.lower().replace('-', '_')}_load_img_per_s": float(rate[n]) for n in rate.index}
+    figures.update({f"{n.lower()}_step_ms": float(step[n] * 1e3) for n in step.index})
+    figures.update({f"{n.lower()}_hidden_pct": float(hidden[n]) for n in hidden.index})
+    figures["helpers_over_dataloader_load"] = float(rate["helpers"] / rate["DataLoader"])
+    figures["dataloader_step_over_helpers_step"] = float(step["DataLoader"] / step["helpers"])
+    if "FFCV" in rate:
+        figures["ffcv_over_dataloader_load"] = float(rate["FFCV"] / rate["DataLoader"])
+        figures["helpers_over_ffcv_load"] = float(rate["helpers"] / rate["FFCV"])
+        figures["dataloader_step_over_ffcv_step"] = float(step["DataLoader"] / step["FFCV"])
+    depth, width = config.size("cifar.wrn")
+    knobs = {"train_images": len(data["images"]), "batch_size": batch_size, "model": f"WRN-{depth}-{width}",
+             "load_epochs": config.size("cifar.epochs"), "steps": config.size("cifar.steps"),
+             "device": str(device), "ffcv": data["beton"] is not None, "threads": torch.get_num_threads()}
+    return BenchResult(rows, figures, knobs=knobs, repeats=config.size("cifar.steps"))

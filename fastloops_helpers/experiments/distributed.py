@@ -1,0 +1,183 @@
+"""Train the Otto MLP under DistributedDataParallel, each rank loading its own shard.
+
+Launch: `torchrun --standalone --nproc_per_node=2 -m fastloops_helpers.experiments.distributed --log-dir DIR`
+(gloo on the CPU, nccl on GPUs). `--reference` runs the same global batches in one process, for the
+comparison of final weights. Each rank writes what it saw (the row ids of every epoch), its epoch times
+and, on rank 0, the final weights and validation accuracy into DIR.
+
+Explained in notebooks/12_scaling_out.ipynb.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
+
+from ..data import otto
+from ..load.batch_loader import BatchLoader
+from ..models import MLP
+
+
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the training options."""
+    p = argparse.ArgumentParser(prog="python -m fastloops_helpers.experiments.distributed")
+    p.add_argument("--log-dir", type=Path, required=True, help="where each rank writes its log")
+    p.add_argument("--loader", choices=["helpers", "dataloader"], default="helpers")
+    p.add_argument("--rows", type=int, default=None, help="Otto rows (default: config size otto.rows)")
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batch-size", type=int, default=256, help="per rank; the global batch is this x world size")
+    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--reference", type=int, default=0, metavar="W",
+                   help="run in one process the global batches that W ranks would see")
+    return p.parse_args(argv)
+
+
+def otto_tensors(rows: int | None, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
+    """Return the training rows as {"X", "y", "id"} tensors and the validation X, y (log1p features)."""
+    X, y, X_val, y_val = otto.load_otto(rows=rows, seed=seed)
+    train = {"X": torch.log1p(torch.from_numpy(X)), "y": torch.from_numpy(y),
+             "id": torch.arange(len(X))}
+    return train, torch.log1p(torch.from_numpy(X_val)), torch.from_numpy(y_val)
+
+
+def batches(train: dict[str, torch.Tensor], loader: str, batch_size: int, rank: int, world_size: int,
+            seed: int, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield this rank's batches of `epoch` from the helpers' loader or DataLoader + DistributedSampler."""
+    if loader == "helpers":
+        bl = BatchLoader(train, batch_size, shuffle=True, seed=seed, rank=rank, world_size=world_size)
+        bl.set_epoch(epoch)
+        yield from bl
+        return
+    ds = TensorDataset(train["X"], train["y"], train["id"])
+    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler.set_epoch(epoch)
+    for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
+        yield {"X": X, "y": y, "id": ids}
+
+
+def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
+                      epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield, in one process, the concatenation of what each of `args.reference` ranks would get per step."""
+    per_rank = [batches(train, args.loader, args.batch_size, r, args.reference, args.seed, epoch)
+                for r in range(args.reference)]
+    for parts in zip(*per_rank):
+        yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
+def train(args: argparse.Namespace) -> dict:
+    """Run the training loop on this rank (or the one-process reference) and return its log."""
+    distributed = dist.is_available() and dist.is_initialized()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
+    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu")
+    if distributed and rank != 0:
+        dist.barrier()  # rank 0 generates the cached data set first; the others then only read it
+    data, X_val, y_val = otto_tensors(args.rows, args.seed)
+    if distributed and rank == 0:
+        dist.barrier()
+    torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = MLP().to(device)
+    net = (nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+           if distributed else model)
+    opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
+    loss_fn = nn.CrossEntropyLoss()
+    log = {"rank": rank, "world_size": world, "loader": args.loader, "reference": args.reference,
+           "backend": dist.get_backend() if distributed else None, "epochs": []}
+    for epoch in range(args.epochs):
+        seen, steps, start = [], 0, time.perf_counter()
+        source = (reference_batches(data, args, epoch) if args.reference
+                  else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch))
+        for batch in source:
+            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+            opt.zero_grad(set_to_none=True)
+            loss_fn(net(batch["X"]), batch["y"]).backward()  # DDP averages the gradients across ranks
+            opt.step()
+            seen.append(batch["id"].cpu())
+            steps += 1
+        seconds = time.perf_counter() - start
+        ids = torch.cat(seen).numpy()
+        log["epochs"].append({"epoch": epoch, "steps": steps, "samples": int(len(ids)), "seconds": seconds})
+        np.save(args.log_dir / f"{_tag(args, rank)}-epoch{epoch}.npy", ids)
+    with torch.no_grad():
+        log["val_accuracy"] = float((model(X_val.to(device)).argmax(1).cpu() == y_val).float().mean())
+    log["train_rows"] = len(data["X"])
+    if rank == 0:
+        torch.save({k: v.cpu() for k, v in model.state_dict().items()}, args.log_dir / f"{_tag(args, 0)}-weights.pt")
+    return log
+
+
+def _tag(args: argparse.Namespace, rank: int) -> str:
+    return f"{args.loader}-reference{args.reference}" if args.reference else f"{args.loader}-rank{rank}"
+
+
+def check_shards(log_dir: Path, loader: str, world_size: int, epoch: int, rows: int) -> dict[str, int | bool]:
+    """Check one epoch's shards from the ranks' logs: overlap, coverage, and the padding DistributedSampler adds."""
+    shards = [np.load(log_dir / f"{loader}-rank{r}-epoch{epoch}.npy") for r in range(world_size)]
+    allids = np.concatenate(shards)
+    unique = np.unique(allids)
+    padding = -rows % world_size  # DistributedSampler repeats this many indices so every rank gets as many
+    return {"per_rank": int(len(shards[0])), "equal_sizes": len({len(s) for s in shards}) == 1,
+            "covered": bool(len(unique) == rows and unique[0] == 0 and unique[-1] == rows - 1),
+            "repeated": int(len(allids) - len(unique)), "expected_padding": padding,
+            "disjoint": bool(len(allids) - len(unique) == padding)}
+
+
+def launch(log_dir: Path, loader: str, world_size: int, rows: int, epochs: int, batch_size: int,
+           seed: int = 0, reference: bool = False) -> list[dict]:
+    """Run the training with torchrun (or the one-process reference) and return each rank's log."""
+    opts = ["--log-dir", str(log_dir), "--loader", loader, "--rows", str(rows), "--epochs", str(epochs),
+            "--batch-size", str(batch_size), "--seed", str(seed)]
+    if reference:
+        cmd = [sys.executable, "-m", __name__, *opts, "--reference", str(world_size)]
+    else:
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
+               "-m", __name__, *opts]
+    done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}")
+    ranks = [0] if reference else range(world_size)
+    tags = [f"{loader}-reference{world_size}" if reference else f"{loader}-rank{r}" for r in ranks]
+    return [json.loads((log_dir / f"{t}.json").read_text()) for t in tags]
+
+
+def relative_weight_difference(a: Path, b: Path) -> float:
+    """Return the largest absolute difference between two saved state dicts, over their largest weight."""
+    wa, wb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
+    scale = max(float(w.abs().max()) for w in wa.values())
+    return max(float((wa[k] - wb[k]).abs().max()) for k in wa) / scale
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Initialise the process group when launched by torchrun, train, and write this rank's log."""
+    args = parse(argv)
+    args.log_dir.mkdir(parents=True, exist_ok=True)
+    if "RANK" in os.environ and not args.reference:
+        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        dist.init_process_group(backend)
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // dist.get_world_size()))
+    try:
+        log = train(args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    rank = log["rank"]
+    (args.log_dir / f"{_tag(args, rank)}.json").write_text(json.dumps(log, indent=2) + "\n")
+    print(f"[{_tag(args, rank)}] val_accuracy={log['val_accuracy']:.4f} "
+          f"epochs={[round(e['seconds'], 3) for e in log['epochs']]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+"""A fresh permutation per epoch: numpy/torch full shuffles vs grouped_permutation, against N."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import numpy as np
+import torch
+
+from .. import config, measure
+from ..load.order import grouped_permutation
+from ..teach.quasi_random import batch_class_entropy, quasi_random_permutation
+from . import BenchResult
+
+FULL = ("numpy permutation", "numpy shuffle (in place)", "torch randperm")
+
+
+def permuters(n: int, group_size: int, seed: int = 0) -> dict[str, Callable[[], Any]]:
+    """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present)."""
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    index = np.arange(n)
+    fns = {"numpy permutation": lambda: rng.permutation(n),
+           "numpy shuffle (in place)": lambda: rng.shuffle(index),
+           "torch randperm": lambda: torch.randperm(n, generator=gen),
+           f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
+    if torch.cuda.is_available():
+        cuda_gen = torch.Generator("cuda").manual_seed(seed)
+        fns["torch randperm (cuda)"] = lambda: torch.randperm(n, generator=cuda_gen, device="cuda")
+        fns["grouped_permutation (cuda)"] = lambda: grouped_permutation(n, group_size, cuda_gen)
+    return fns
+
+
+def time_permutations(n: int, group_size: int, repeat: int) -> list[dict[str, Any]]:
+    """Time every permuter at size `n`; one row per method with median seconds and ns per index."""
+    rows = []
+    for name, fn in permuters(n, group_size).items():
+        device = "cuda" if "cuda" in name else None
+        t = float(np.median(measure.measure(fn, repeat=repeat, warmup=1, device=device)))
+        rows.append({"n": n, "method": name, "seconds": t, "ns_per_index": t / n * 1e9,
+                     "gb_per_s_written": n * 8 / t / 1e9})
+    return rows
+
+
+def headline(rows: list[dict[str, Any]], n: int) -> float:
+    """Return the fastest full CPU permutation's time over grouped_permutation's (CPU), at size `n`."""
+    at_n = [r for r in rows if r["n"] == n]
+    full = min(r["seconds"] for r in at_n if r["method"] in FULL)
+    grouped = next(r["seconds"] for r in at_n if r["method"].startswith("grouped_permutation (g="))
+    return full / grouped
+
+
+def sorted_blobs(n: int, classes: int = 10, features: int = 32, seed: int = 0,
+                 split: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (X, y): overlapping Gaussian blobs, one per class, sorted by class (the worst case for groups).
+
+    The class centres depend on `seed` only; `split` draws other samples around the same centres (a test set).
+    """
+    centres = torch.randn(classes, features, generator=torch.Generator().manual_seed(seed)) * 0.6
+    y = torch.arange(n) * classes // n
+    X = centres[y] + torch.randn(n, features, generator=torch.Generator().manual_seed(seed * 1000 + split + 1))
+    return X, y
+
+
+def quasi_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, page_size: int,
+                  seed: int) -> Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]:
+    """Return epoch -> batches in FFCV's QUASI_RANDOM order (pages of `page_size`, 2 x batch_size open)."""
+    def epoch_batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        rng = np.random.default_rng([seed, epoch])
+        order = torch.from_numpy(quasi_random_permutation(len(y), page_size, 2 * batch_size, rng))
+        for index in order.split(batch_size):
+            yield X[index], y[index]
+    return epoch_batches
+
+
+def train_accuracy(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]], epochs: int,
+                   test: tuple[torch.Tensor, torch.Tensor], classes: int = 10, seed: int = 0) -> float:
+    """Train a small MLP with SGD on `batches(epoch)` for `epochs`; return its test accuracy."""
+    torch.manual_seed(seed)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a tiny model: more threads only add synchronisation, badly so on a busy machine
+    try:
+        return _train(batches, epochs, test, classes)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]], epochs: int,
+           test: tuple[torch.Tensor, torch.Tensor], classes: int) -> float:
+    X_test, y_test = test
+    model = torch.nn.Sequential(torch.nn.Linear(X_test.shape[1], 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    for epoch in range(epochs):
+        for xb, yb in batches(epoch):
+            opt.zero_grad(set_to_none=True)
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            opt.step()
+    with torch.no_grad():
+        return float((model(X_test).argmax(1) == y_test).float().mean())
+
+
+def quality_rows(n: int, group_sizes: Iterable[int], batch_size: int = 100, epochs: int = 2,
+                 classes: int = 10, seed: int = 0) -> list[dict[str, Any]]:
+    """Class mix per batch (entropy, bits) and test accuracy after a short run, per order and group size."""
+    from ..load.batch_loader import BatchLoader
+
+    X, y = sorted_blobs(n, classes, seed=seed)
+    test = sorted_blobs(n // 5, classes, seed=seed, split=1)
+    gen = torch.Generator().manual_seed(seed)
+    orders: list[tuple[str, int, Callable[[int], Iterable], Callable[[], Any]]] = []
+    full = BatchLoader((X, y), batch_size, shuffle=True, seed=seed)
+    orders.append(("full shuffle", n, lambda e, L=full: (L.set_epoch(e), L)[1], lambda: torch.randperm(n, generator=gen)))
+    for g in group_sizes:
+        grouped = BatchLoader((X, y), batch_size, shuffle="grouped", seed=seed, group_size=g)
+        orders.append(("grouped", g, lambda e, L=grouped: (L.set_epoch(e), L)[1],
+                       lambda g=g: grouped_permutation(n, g, gen)))
+        orders.append(("FFCV quasi-random", g, quasi_batches(X, y, batch_size, g, seed),
+                       lambda g=g: quasi_random_permutation(n, g, 2 * batch_size, np.random.default_rng(seed))))
+    rows = []
+    for name, g, batches, make_order in measure.progress(orders, desc="orders"):
+        entropy = batch_class_entropy(y, make_order(), batch_size, classes)
+        rows.append({"order": name, "group_size": g, "entropy_bits": entropy,
+                     "test_accuracy": train_accuracy(batches, epochs, test, classes, seed)})
+    return rows
+
+
+def run() -> BenchResult:
+    """Time full and grouped permutations over the scale's N sweep plus the headline N (2^26 at workshop)."""
+    group_size, repeat = config.size("shuffle.group_size"), config.size("shuffle.repeat")
+    n_head = config.size("shuffle.n_headline")
+    sizes = sorted(set(config.size("shuffle.sizes")) | {n_head})
+    rows = [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat)]
+    key = f"grouped_speedup_2p{round(math.log2(n_head))}"
+    figures = {key: headline(rows, n_head)}
+    at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_head}
+    figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_head * 1e9
+    knobs = {"group_size": group_size, "sizes": sizes, "n_headline": n_head, "threads": torch.get_num_threads()}
+    return BenchResult(rows, figures, knobs=knobs, repeats=repeat)

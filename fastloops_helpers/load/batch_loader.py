@@ -1,0 +1,161 @@
+"""The batched loader: one index order per epoch, many rows gathered per call, batches with the data's structure.
+
+`BatchLoader` makes one index order per epoch (shuffled or not, sharded like DistributedSampler, see `order`),
+gathers many rows with one call (`rows`), and yields batches with the structure of the data.
+
+Explained in notebooks/03_custom_loader.ipynb.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..measure.clock import Timer
+from . import rows
+from .order import epoch_order, shard, shard_size
+
+CHUNK_BYTES = 2**19  # rows gathered per call: bigger amortises the call; 512 KiB stays in L2 (measured best)
+
+
+class BatchLoader:
+    """Iterate over `data` in batches of rows, with DataLoader's and DistributedSampler's sampling rules.
+
+    Explained in notebooks/03_custom_loader.ipynb.
+
+    Parameters
+    ----------
+    data:
+        A tensor (on any device: the order and the gathers then happen there), a numpy array or memmap
+        (wrapped without a copy), a TensorDict or tensorclass, a dict/tuple/list of these with the same
+        number of rows, or a Dataset with ``__getitems__(list_of_indices)`` (its return value is yielded).
+    batch_size:
+        Rows per batch (>= 1).
+    shuffle:
+        False (in order), True (a uniform random permutation per epoch) or "grouped" (the quasi-random
+        permutation of ``samplers.grouped_permutation``, cheaper for very large data).
+    drop_last:
+        Drop the last incomplete batch; with ``world_size > 1`` also drop the tail that does not divide
+        evenly among ranks (otherwise it is padded by repeating indices, as DistributedSampler does).
+    seed, generator:
+        The order of epoch ``e`` depends only on (seed, e). Without a seed, one is drawn once from
+        `generator` (or from torch's global RNG, so ``torch.manual_seed`` makes runs repeatable); with
+        ``world_size > 1`` the default seed is 0, so that every rank makes the same permutation.
+    rank, world_size:
+        This process's shard: every ``world_size``-th index of the epoch's order, starting at ``rank``.
+    group_size:
+        Indices per group for ``shuffle="grouped"`` (default: about sqrt(number of rows)).
+
+    Each new iteration moves to the next epoch, so a plain loop gets a fresh order per epoch; call
+    ``set_epoch(e)`` to choose the epoch (as with DistributedSampler). Unshuffled single-process batches
+    are views of `data` (no copy): clone them before writing to them.
+    """
+
+    def __init__(self, data: Any, batch_size: int = 1, shuffle: bool | str = False, drop_last: bool = False,
+                 seed: int | None = None, generator: torch.Generator | None = None, rank: int = 0,
+                 world_size: int = 1, group_size: int | None = None) -> None:
+        _check_options(batch_size, shuffle, rank, world_size, group_size)
+        self.batched_dataset = _is_getitems_dataset(data)
+        self.data = data if self.batched_dataset else rows.to_tensors(data)
+        self.num_rows = len(data) if self.batched_dataset else rows.num_rows(self.data)
+        self.device = torch.device("cpu") if self.batched_dataset else rows.device_of(self.data)
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.rank, self.world_size, self.group_size = rank, world_size, group_size
+        self.seed = _initial_seed(seed, generator, world_size)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration uses."""
+        self.epoch = int(epoch)
+
+    def num_samples(self) -> int:
+        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
+        return shard_size(self.num_rows, self.world_size, self.drop_last)
+
+    def __len__(self) -> int:
+        n = self.num_samples()
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def indices(self, epoch: int | None = None) -> torch.Tensor:
+        """Return this rank's index order for `epoch` (default: the current one), before batching."""
+        epoch = self.epoch if epoch is None else epoch
+        order = epoch_order(self.num_rows, self.shuffle, self.seed, epoch, self.device, self.group_size)
+        return shard(order, self.rank, self.world_size, self.drop_last)
+
+    def __iter__(self) -> Iterator[Any]:
+        order = self.indices()
+        self.epoch += 1
+        used = len(self) * self.batch_size if self.drop_last else len(order)
+        if used == 0:  # torch's split would yield one empty batch
+            return iter(())
+        if self.batched_dataset:
+            return self._iter_dataset(order[:used])
+        if self.shuffle is False and self.world_size == 1:
+            return self._iter_views(used)
+        return self._iter_gathered(order[:used])
+
+    def _iter_dataset(self, order: torch.Tensor) -> Iterator[Any]:
+        for batch in order.split(self.batch_size):
+            yield self.data.__getitems__(batch.tolist())
+
+    def _iter_views(self, used: int) -> Iterator[Any]:
+        yield from rows.split(rows.narrow(self.data, 0, used), self.batch_size)
+
+    def _iter_gathered(self, order: torch.Tensor) -> Iterator[Any]:
+        row_bytes = rows.row_nbytes(self.data)
+        chunks = list(order.split(max(1, CHUNK_BYTES // max(1, row_bytes) // self.batch_size) * self.batch_size))
+        primitive = None
+        if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 8:
+            primitive = yield from self._probe(chunks[:4])
+            chunks = chunks[4:]
+        for index in chunks:
+            yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
+
+    def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
+        # time each candidate gather on alternate chunks (still yielded), return the faster: the winner depends on
+        # whether other work keeps this machine's cores busy right now (notebooks/02_getitem_cost.ipynb)
+        seconds = dict.fromkeys(rows.PROBED, 0.0)
+        for i, index in enumerate(chunks):
+            name = rows.PROBED[i % len(rows.PROBED)]
+            with Timer("cpu") as t:
+                chunk = rows.take(self.data, index, name)
+            seconds[name] += t.seconds
+            yield from rows.split(chunk, self.batch_size)
+        return min(seconds, key=seconds.get)
+
+    def __repr__(self) -> str:
+        return (f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
+                f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
+                f"device={self.device}, batches={len(self)})")
+
+
+def _check_options(batch_size: int, shuffle: bool | str, rank: int, world_size: int,
+                   group_size: int | None) -> None:
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if shuffle not in (False, True, "grouped"):
+        raise ValueError(f"shuffle must be False, True or 'grouped', got {shuffle!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), got rank={rank}")
+    if group_size is not None and group_size < 1:
+        raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
+
+
+def _is_getitems_dataset(data: Any) -> bool:
+    # TensorDicts have __getitems__ too, but gather faster through rows.take (about 8x on a memmapped tensorclass)
+    return (callable(getattr(data, "__getitems__", None)) and not rows.is_tensor_collection(data)
+            and not isinstance(data, (torch.Tensor, dict, list, tuple)))
+
+
+def _initial_seed(seed: int | None, generator: torch.Generator | None, world_size: int) -> int:
+    if seed is not None:
+        return int(seed)
+    if generator is None and world_size > 1:
+        return 0
+    return int(torch.randint(0, 2**62, (), generator=generator))

@@ -1,0 +1,86 @@
+"""Datasets over row data for the stock DataLoader: per sample, and batched through `__getitems__`.
+
+They live in the package (not in a notebook) so that DataLoader workers can import them under fork, spawn and
+forkserver. Explained in notebooks/02_getitem_cost.ipynb.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch.utils.data import Dataset
+
+from . import rows
+
+
+class RowDataset(Dataset):
+    """The slide's per-sample Dataset: `__getitem__` returns one row of `data` (tensor, array or dict of them).
+
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+
+    def __init__(self, data: Any) -> None:
+        self.data = rows.to_tensors(data)
+        self.length = rows.num_rows(self.data)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: Any) -> Any:
+        return _index(self.data, index)
+
+
+def _index(data: Any, index: Any) -> Any:
+    if isinstance(index, torch.Tensor) and index.dim() == 1:
+        return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
+    if isinstance(data, dict):
+        return {k: _index(v, index) for k, v in data.items()}
+    if isinstance(data, (tuple, list)):
+        return type(data)(_index(v, index) for v in data)
+    return data[index]
+
+
+class GetItemsMixin:
+    """Give a Dataset whose `__getitem__` accepts an index tensor a batched `__getitems__`.
+
+    DataLoader then makes one call per batch instead of `batch_size` calls; pair it with `collate_batch`,
+    because DataLoader still passes what `__getitems__` returns to its `collate_fn`.
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+
+    def __getitems__(self, indices: Sequence[int]) -> Any:
+        return self[torch.as_tensor(indices)]
+
+
+class BatchRowDataset(GetItemsMixin, RowDataset):
+    """`RowDataset` that fetches a whole batch with one `__getitems__` call.
+
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+
+
+class SampleListDataset(RowDataset):
+    """`RowDataset` whose `__getitems__` gathers a batch at once but returns a list of samples (as the docs ask).
+
+    `default_collate` then works, but still stacks the samples one by one.
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        return _samples(self[torch.as_tensor(indices)])
+
+
+def _samples(batch: Any) -> list[Any]:
+    if isinstance(batch, dict):
+        columns = [_samples(v) for v in batch.values()]
+        return [dict(zip(batch, values)) for values in zip(*columns)]
+    if isinstance(batch, (tuple, list)):
+        return [type(batch)(values) for values in zip(*(_samples(v) for v in batch))]
+    return list(batch.unbind(0))
+
+
+def collate_batch(batch: Any) -> Any:
+    """Return an already-batched `__getitems__` result unchanged (DataLoader's collate_fn)."""
+    return batch

@@ -1,0 +1,27 @@
+"""How measurements are shown: `[timing]` lines that nbval masks, and progress bars stable in stored notebooks.
+
+Explained in notebooks/00_setup.ipynb.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from tqdm import tqdm
+
+T = TypeVar("T")
+TIMING_PREFIX = "[timing]"  # nbval masks exactly this: tests/sanitize.cfg
+BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt}"  # no rate or ETA, so stored outputs stay stable
+
+
+def show(label: str, seconds: float) -> None:
+    """Print one timing with the fixed prefix that tests/sanitize.cfg masks."""
+    print(f"{TIMING_PREFIX} {label}: {seconds:.4g} s")
+
+
+def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, **kw: Any) -> Iterable[T]:
+    """Wrap `iterable` in a text progress bar whose final line is the same on every run."""
+    return tqdm(iterable, desc=desc, total=total, bar_format=BAR_FORMAT, file=sys.stderr,
+                mininterval=0.5, ascii=True, **kw)

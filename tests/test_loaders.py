@@ -212,3 +212,22 @@ def test_tensordicts_are_gathered_as_rows_not_through_getitems():
     assert [len(b) for b in batches] == [4, 4, 2]
     assert sorted(torch.cat([b["y"] for b in batches]).tolist()) == list(range(10))
     assert all(torch.equal(b["x"].view(-1).long(), b["y"]) for b in batches)  # rows stay together
+
+
+def test_transform_is_applied_to_every_whole_batch_in_order():
+    x = torch.arange(10).float()
+    seen = []
+
+    def double(batch):
+        seen.append(len(batch))
+        return batch * 2
+
+    plain = list(BatchLoader(x, 4, shuffle=True, seed=3))
+    mapped = list(BatchLoader(x, 4, shuffle=True, seed=3, transform=double))
+    assert seen == [4, 4, 2]
+    assert all(torch.equal(a * 2, b) for a, b in zip(plain, mapped))
+
+
+def test_transform_must_be_callable():
+    with pytest.raises(TypeError, match="transform must be a function"):
+        BatchLoader(torch.arange(4), 2, transform="normalize")

@@ -9,7 +9,7 @@ Explained in notebooks/03_custom_loader.ipynb.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,10 @@ class BatchLoader:
         This process's shard: every ``world_size``-th index of the epoch's order, starting at ``rank``.
     group_size:
         Indices per group for ``shuffle="grouped"`` (default: about sqrt(number of rows)).
+    transform:
+        A function applied to every whole batch after the gather (a batched transform: normalise, crop,
+        flip, a dtype change; see ``load.transforms``), so that the loader yields what the step consumes.
+        Random transforms should draw from a generator of their own (e.g. seeded from ``epoch_generator``).
 
     Each new iteration moves to the next epoch, so a plain loop gets a fresh order per epoch; call
     ``set_epoch(e)`` to choose the epoch (as with DistributedSampler). Unshuffled single-process batches
@@ -57,8 +61,11 @@ class BatchLoader:
 
     def __init__(self, data: Any, batch_size: int = 1, shuffle: bool | str = False, drop_last: bool = False,
                  seed: int | None = None, generator: torch.Generator | None = None, rank: int = 0,
-                 world_size: int = 1, group_size: int | None = None) -> None:
+                 world_size: int = 1, group_size: int | None = None,
+                 transform: Callable[[Any], Any] | None = None) -> None:
         _check_options(batch_size, shuffle, rank, world_size, group_size)
+        if transform is not None and not callable(transform):
+            raise TypeError(f"transform must be a function of a batch (or None), got a {type(transform).__name__}")
         self.batched_dataset = _is_getitems_dataset(data)
         self.data = data if self.batched_dataset else rows.to_tensors(data)
         self.num_rows = len(data) if self.batched_dataset else rows.num_rows(self.data)
@@ -66,6 +73,7 @@ class BatchLoader:
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
         self.rank, self.world_size, self.group_size = rank, world_size, group_size
         self.seed = _initial_seed(seed, generator, world_size)
+        self.transform = transform
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -87,6 +95,10 @@ class BatchLoader:
         return shard(order, self.rank, self.world_size, self.drop_last)
 
     def __iter__(self) -> Iterator[Any]:
+        batches = self._batches()
+        return batches if self.transform is None else map(self.transform, batches)
+
+    def _batches(self) -> Iterator[Any]:
         order = self.indices()
         self.epoch += 1
         used = len(self) * self.batch_size if self.drop_last else len(order)
@@ -130,7 +142,8 @@ class BatchLoader:
     def __repr__(self) -> str:
         return (f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
                 f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
-                f"device={self.device}, batches={len(self)})")
+                f"device={self.device}, batches={len(self)}"
+                + (f", transform={getattr(self.transform, '__name__', type(self.transform).__name__)})" if self.transform else ")"))
 
 
 def _check_options(batch_size: int, shuffle: bool | str, rank: int, world_size: int,

@@ -6,6 +6,7 @@ notebooks/00_setup.ipynb.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -63,11 +64,14 @@ def measure(fn: Callable[[], Any], repeat: int | None = None, warmup: int | None
 
 
 def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None, warmup: int | None = None,
-                device: torch.device | str | None = None, desc: str | None = None) -> dict[str, list[float]]:
+                device: torch.device | str | None = None, desc: str | None = None,
+                shuffle: bool = False) -> dict[str, list[float]]:
     """Warm each function up, then time them in turn (A B C, A B C, ...); return {name: seconds per call}.
 
     Interleaving makes a slow spell of the machine hit every contender alike, so ratios taken per round
-    (`stats.ratio`) stay honest on a busy machine. `desc` shows a progress bar over the rounds.
+    (`stats.ratio`) stay honest on a busy machine. `shuffle` runs each round in a new (seeded) random order, so
+    that no contender always runs right after the same neighbour, whose spinning threads or evicted caches it
+    would inherit. `desc` shows a progress bar over the rounds.
     """
     repeat, warmup = _counts(repeat, warmup)
     for fn in fns.values():
@@ -75,9 +79,61 @@ def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None,
             fn()
     seconds: dict[str, list[float]] = {name: [] for name in fns}
     rounds = progress(range(repeat), desc=desc) if desc else range(repeat)
+    order = random.Random(0)
     for _ in rounds:
-        for name, fn in fns.items():
+        names = order.sample(list(fns), len(fns)) if shuffle else list(fns)
+        for name in names:
+            fn = fns[name]
             with Timer(device) as t:
                 fn()
             seconds[name].append(t.seconds)
     return seconds
+
+
+def drain(iterable: Any) -> Callable[[], int]:
+    """Return a function that runs one pass over `iterable` (one epoch of a loader) and returns the item count.
+
+    The items are dropped as they come, so only the loop is timed. Explained in notebooks/01_the_question.ipynb.
+    """
+    def epoch() -> int:
+        count = 0
+        for _ in iterable:
+            count += 1
+        return count
+    return epoch
+
+
+def per_call(fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, int] | None = None,
+             repeat: int | None = None, warmup: int | None = None, device: torch.device | str | None = None,
+             desc: str | None = None, block_s: float = 0.005, shuffle: bool = True) -> dict[str, list[float]]:
+    """Time `number` calls of each function per round, interleaved; return {name: seconds per call, per round}.
+
+    For calls too short for one clock read. `number` is one count for all, a count per name, or None: then
+    each function's count is chosen from one timed call so that a round lasts about `block_s` seconds.
+    Each round runs in a new random order by default (see `interleaved`).
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+    counts = {name: _count(fn, number, name, block_s, device) for name, fn in fns.items()}
+    blocks = {name: _repeated(fn, counts[name]) for name, fn in fns.items()}
+    seconds = interleaved(blocks, repeat, warmup, device, desc, shuffle)
+    return {name: [s / counts[name] for s in values] for name, values in seconds.items()}
+
+
+def _count(fn: Callable[[], Any], number: int | Mapping[str, int] | None, name: str, block_s: float,
+           device: torch.device | str | None) -> int:
+    if isinstance(number, Mapping):
+        number = number[name]
+    if number is not None:
+        if number < 1:
+            raise ValueError(f"number must be >= 1 calls per round, got {number!r} for {name!r}")
+        return int(number)
+    with Timer(device) as t:  # one call to size the block; also a first warm-up
+        fn()
+    return max(1, int(block_s / max(t.seconds, 1e-7)))
+
+
+def _repeated(fn: Callable[[], Any], number: int) -> Callable[[], None]:
+    def block() -> None:
+        for _ in range(number):
+            fn()
+    return block

@@ -25,3 +25,20 @@ def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, **
     """Wrap `iterable` in a text progress bar whose final line is the same on every run."""
     return tqdm(iterable, desc=desc, total=total, bar_format=BAR_FORMAT, file=sys.stderr,
                 mininterval=0.5, ascii=True, **kw)
+
+
+def predicted(what: str, low: float, high: float, measured: float, unit: str = "", fmt: str = ".3g") -> bool:
+    """Print `predicted LOW-HIGH UNIT, measured M UNIT: within|missed` for `what`; return whether it is within.
+
+    Use `low=0` for "at most HIGH" and `high=float("inf")` for "at least LOW". Explained in notebooks/00_setup.ipynb.
+    """
+    unit = f" {unit}" if unit and unit != "x" else unit  # 1.2x, but 12.5 GB/s
+    if low <= 0:
+        span = f"<= {high:{fmt}}"
+    elif high == float("inf"):
+        span = f">= {low:{fmt}}"
+    else:
+        span = f"{low:{fmt}}-{high:{fmt}}"
+    within = low <= measured <= high
+    print(f"{what}: predicted {span}{unit}, measured {measured:{fmt}}{unit}: {'within' if within else 'missed'}")
+    return within

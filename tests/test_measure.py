@@ -67,3 +67,48 @@ def test_save_results_writes_documented_keys(tmp_path, monkeypatch):
 def test_save_results_refuses_unserialisable_values(tmp_path):
     with pytest.raises(TypeError, match="cannot save object"):
         measure.save_results("bad", {}, rows=[{"x": object()}], path=tmp_path / "bad.json")
+
+
+def test_interleaved_shuffle_runs_every_function_once_per_round_in_varying_orders():
+    calls = []
+    fns = {k: (lambda k=k: calls.append(k)) for k in "abcd"}
+    seconds = measure.interleaved(fns, repeat=12, warmup=0, shuffle=True)
+    assert {k: len(v) for k, v in seconds.items()} == dict.fromkeys("abcd", 12)
+    rounds = [tuple(calls[i:i + 4]) for i in range(0, 48, 4)]
+    assert all(sorted(r) == list("abcd") for r in rounds)
+    assert len(set(rounds)) > 1  # not always the same order
+    calls.clear()
+    measure.interleaved(fns, repeat=3, warmup=0)
+    assert calls == list("abcd") * 3  # without shuffle: the given order
+
+
+def test_per_call_divides_by_the_calls_per_round():
+    counts = {"a": 0, "b": 0}
+    fns = {k: (lambda k=k: counts.__setitem__(k, counts[k] + 1)) for k in counts}
+    seconds = measure.per_call(fns, number={"a": 10, "b": 3}, repeat=2, warmup=1)
+    assert counts == {"a": 30, "b": 9} and all(len(v) == 2 for v in seconds.values())
+    assert all(0 < s < 1 for v in seconds.values() for s in v)
+    with pytest.raises(ValueError, match="number must be >= 1"):
+        measure.per_call(fns, number=0)
+
+
+def test_per_call_without_a_number_fills_about_a_block():
+    counts = {"fast": 0}
+    measure.per_call({"fast": lambda: counts.__setitem__("fast", counts["fast"] + 1)}, repeat=1, warmup=0,
+                     block_s=0.001)
+    assert counts["fast"] > 10  # a no-op is far shorter than a ms: many calls per round
+
+
+def test_drain_runs_one_pass_and_counts_items():
+    epoch = measure.drain(range(7))
+    assert epoch() == 7 and epoch() == 7
+
+
+def test_predicted_prints_within_or_missed(capsys):
+    assert measure.predicted("copy", 5, 20, 12.5, "GB/s")
+    assert not measure.predicted("ratio", 0, 1.0, 1.2, "x")
+    assert measure.predicted("speed-up", 3, float("inf"), 4.0)
+    out = capsys.readouterr().out.splitlines()
+    assert out == ["copy: predicted 5-20 GB/s, measured 12.5 GB/s: within",
+                   "ratio: predicted <= 1x, measured 1.2x: missed",
+                   "speed-up: predicted >= 3, measured 4: within"]

@@ -78,6 +78,9 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "fusion.sizes": ((2**10, 2**16, 2**20), (2**10, 2**14, 2**18, 2**22, 2**24), (2**10, 2**14, 2**18, 2**22, 2**26)),  # elements
     "devices.rounds": (5, 15, 30),                 # interleaved timing rounds per method (medians over rounds)
     "devices.block_ms": (2, 10, 20),               # calls per round are chosen to fill about this many ms
+    # interleaved rounds of the benchmarks whose ratios targets check (issue 11): more rounds, steadier medians
+    "loops.rounds": (5, 21, 1000),                 # rounds of the vectorised loops (numpy, helpers, ...): ms each
+    "gather.rounds": (3, 15, 30),                  # rounds of the gather primitives and the helpers' loader
 }
 
 

@@ -5,11 +5,9 @@ Explained in notebooks/05_fusion.ipynb.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 
 from .. import measure
@@ -40,45 +38,46 @@ def traffic_bytes(n: int, element_bytes: int = 4) -> dict[str, int]:
 def compile_chain(device: torch.device | str = "cpu", n: int = 4096) -> tuple[Callable | None, float, str]:
     """Compile `chain` once for any 1-D length (dynamic shapes); return (fn or None, compile seconds, note).
 
+    The first call (tracing, code generation, the C++ compiler) is timed on its own: a one-off cost.
     Explained in notebooks/05_fusion.ipynb.
     """
     fn = torch.compile(chain, dynamic=True)  # one compile for every size: static shapes recompile per size
     x = torch.randn(n, device=device)
-    start = time.perf_counter()
     try:
-        ok = torch.allclose(fn(x), chain(x), atol=1e-5)
-        measure.sync(device)
+        with measure.Timer(device) as first_call:
+            ok = torch.allclose(fn(x), chain(x), atol=1e-5)
     except Exception as exc:  # missing compiler or headers surface as many exception types
         return None, float("nan"), f"torch.compile unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    seconds = time.perf_counter() - start
     if not ok:
-        return None, seconds, "torch.compile gave different values: using eager only"
-    return fn, seconds, f"inductor on {torch.device(device).type}"
+        return None, first_call.seconds, "torch.compile gave different values: using eager only"
+    return fn, first_call.seconds, f"inductor on {torch.device(device).type}"
 
 
-def time_per_call(fn: Callable[[torch.Tensor], Any], n: int, device: torch.device | str = "cpu",
-                  repeat: int | None = None) -> float:
-    """Return the median seconds of one call of `fn` on `n` float32 elements (many calls per sample when small)."""
+def per_call(fns: dict[str, Callable[[torch.Tensor], Any]], n: int, device: torch.device | str = "cpu",
+             repeat: int | None = None) -> dict[str, list[float]]:
+    """Return {name: seconds per call, per round} of each `fn(x)` on `n` float32 elements, interleaved."""
     x = torch.randn(n, device=device)
-    inner = max(1, 2**18 // n)  # small tensors: time many calls per sample so the clock can see them
-    samples = measure.measure(lambda: [fn(x) for _ in range(inner)], repeat=repeat, device=device)
-    return float(np.median(samples)) / inner
+    inner = max(1, 2**18 // n)  # small tensors: many calls per round so the clock can see them
+    return measure.per_call({k: (lambda f=f: f(x)) for k, f in fns.items()}, number=inner, repeat=repeat,
+                            device=device)
 
 
 def sweep(sizes: list[int], compiled: Callable | None, bandwidth_gb_s: float,
           device: torch.device | str = "cpu", repeat: int | None = None) -> list[dict[str, Any]]:
-    """Time eager (and compiled) `chain` per size; add the bandwidth-bound predictions. One row per size.
+    """Time eager (and compiled) `chain` per size, interleaved; add the bandwidth-bound floors. One row per size.
 
-    Explained in notebooks/05_fusion.ipynb.
+    `speedup` is the median over rounds of eager/compiled. Explained in notebooks/05_fusion.ipynb.
     """
     rows = []
     for n in measure.progress(sizes, desc="sizes"):
         moved = traffic_bytes(n)
-        row = {"n": n, "mib": n * 4 / 2**20, "eager_s": time_per_call(chain, n, device, repeat),
+        fns = {"eager": chain} | ({"compiled": compiled} if compiled is not None else {})
+        seconds = per_call(fns, n, device, repeat)
+        row = {"n": n, "mib": n * 4 / 2**20, "eager_s": measure.median(seconds["eager"]),
                "eager_floor_s": moved["eager"] / (bandwidth_gb_s * 1e9),
                "fused_floor_s": moved["fused"] / (bandwidth_gb_s * 1e9)}
         if compiled is not None:
-            row["compiled_s"] = time_per_call(compiled, n, device, repeat)
-            row["speedup"] = row["eager_s"] / row["compiled_s"]
+            row["compiled_s"] = measure.median(seconds["compiled"])
+            row["speedup"] = measure.ratio(seconds, "eager", "compiled")
         rows.append(row)
     return rows

@@ -1,8 +1,13 @@
-"""Gather throughput (GB/s delivered): shuffled batches of rows from a float32 matrix, per primitive and loader."""
+"""Gather throughput (GB/s delivered): shuffled batches of rows from a float32 matrix, per primitive and loader.
+
+Explained in notebooks/02_getitem_cost.ipynb. `compare()` computes the table and figures that notebook 02 shows
+and `python -m fastloops_helpers.bench gather` saves.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -10,7 +15,8 @@ import torch
 from .. import config, measure
 from ..load.batch_loader import BatchLoader
 from . import BenchResult
-from .loops import iterate, time_epochs
+
+CANDIDATES = ("np_take", "index_select")  # the two primitives BatchLoader chooses between on a CPU
 
 
 def per_batch(x: torch.Tensor, batch_size: int, fetch: Callable[[torch.Tensor], object],
@@ -35,26 +41,35 @@ def primitives(x: torch.Tensor) -> dict[str, Callable[[torch.Tensor], object]]:
     }
 
 
-def epochs(x: torch.Tensor, batch_size: int, per_row: bool = True) -> dict[str, Callable[[], None]]:
+def epochs(x: torch.Tensor, batch_size: int) -> dict[str, Callable[[], Any]]:
     """Return {name: one shuffled epoch} for the helpers' loader and each primitive."""
-    found = {"helpers": iterate(BatchLoader(x, batch_size, shuffle=True, seed=0))}
-    for name, fetch in primitives(x).items():
-        if per_row or name != "per_row_stack":
-            found[name] = per_batch(x, batch_size, fetch)
-    return found
+    found = {"helpers": measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))}
+    return found | {name: per_batch(x, batch_size, fetch) for name, fetch in primitives(x).items()}
+
+
+def compare(n: int, features: int, batch_size: int, rounds: int) -> BenchResult:
+    """Time shuffled epochs of an n x features float32 matrix per gather, interleaved; return GB/s and ratios.
+
+    Explained in notebooks/02_getitem_cost.ipynb.
+    """
+    x = torch.rand(n, features, generator=torch.Generator().manual_seed(0))
+    found = epochs(x, batch_size)
+    slow = found.pop("per_row_stack")  # a Python call per row: one epoch, for scale
+    seconds = measure.interleaved(found, rounds, warmup=1, desc="gather", shuffle=True)
+    seconds |= measure.interleaved({"per_row_stack": slow}, 1, warmup=0, desc="per row")
+    rows = [{"gather": k, "ms_per_epoch": measure.median(v) * 1e3, "p95_ms": measure.p95(v) * 1e3,
+             "gb_per_s": x.nbytes / measure.median(v) / 1e9, "epochs": len(v)} for k, v in seconds.items()]
+    rows.sort(key=lambda r: -r["gb_per_s"])
+    gbps = {r["gather"]: r["gb_per_s"] for r in rows}
+    best = {"best": [min(pair) for pair in zip(*(seconds[k] for k in CANDIDATES))]}
+    figures = {"helpers_gb_per_s": gbps["helpers"],
+               "helpers_over_best_primitive": measure.ratio(seconds | best, "helpers", "best")}
+    figures |= {f"{k}_gb_per_s": v for k, v in gbps.items() if k != "helpers"}
+    knobs = {"rows": n, "features": features, "batch_size": batch_size, "dtype": "float32", "rounds": rounds,
+             "torch_threads": torch.get_num_threads()}
+    return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
 
 
 def run() -> BenchResult:
     """Time shuffled epochs of the scale's matrix for each gather and report GB/s delivered."""
-    n, d, bs = (config.size(f"gather.{k}") for k in ("rows", "features", "batch_size"))
-    x = torch.rand(n, d, generator=torch.Generator().manual_seed(0))
-    fast = epochs(x, bs, per_row=False)
-    seconds = time_epochs(fast, config.size("gather.epochs"), desc="gather")
-    seconds |= time_epochs({"per_row_stack": epochs(x, bs)["per_row_stack"]}, 1, warmup=0, desc="per row")
-    rows = [{"gather": k, "ms_per_epoch": float(np.median(v)) * 1e3, "gb_per_s": x.nbytes / float(np.median(v)) / 1e9,
-             "epochs": len(v)} for k, v in seconds.items()]
-    rows.sort(key=lambda r: -r["gb_per_s"])
-    gbps = {r["gather"]: r["gb_per_s"] for r in rows}
-    figures = {"helpers_gb_per_s": gbps["helpers"]} | {f"{k}_gb_per_s": v for k, v in gbps.items() if k != "helpers"}
-    knobs = {"rows": n, "features": d, "batch_size": bs, "dtype": "float32", "torch_threads": torch.get_num_threads()}
-    return BenchResult(rows, figures, knobs=knobs, repeats=config.size("gather.epochs"))
+    return compare(*(config.size(f"gather.{k}") for k in ("rows", "features", "batch_size", "rounds")))

@@ -1,11 +1,14 @@
-"""The cost of `__getitem__`: µs per batch of per-sample fetches + stack vs one batched fetch, by batch size."""
+"""The cost of `__getitem__`: µs per batch of per-sample fetches + stack vs one batched fetch, by batch size.
+
+Explained in notebooks/02_getitem_cost.ipynb. `slide_example()` computes the slide's 100-item figures that
+notebook 02 shows and `python -m fastloops_helpers.bench getitem` saves.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
@@ -14,7 +17,6 @@ from ..load import rows
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, RowDataset, SampleListDataset, collate_batch
 from . import BenchResult
-from .loops import iterate, time_epochs
 
 
 def fetches(x: torch.Tensor, index: torch.Tensor) -> dict[str, Callable[[], Any]]:
@@ -28,50 +30,56 @@ def fetches(x: torch.Tensor, index: torch.Tensor) -> dict[str, Callable[[], Any]
     }
 
 
-def per_call_us(fn: Callable[[], Any], number: int, repeat: int | None = None) -> float:
-    """Return the median µs of one call of `fn`, timing `number` calls per sample."""
-    samples = measure.measure(lambda: [fn() for _ in range(number)], repeat=repeat, warmup=1)
-    return float(np.median(samples)) / number * 1e6
+def slide_example(n: int, repeat: int | None = None) -> dict[str, float]:
+    """Time the slide's example on `torch.arange(n)`: 100 single fetches stacked vs one batched fetch of 100.
+
+    Returns µs per batch of each and their ratio (median over interleaved rounds). Explained in
+    notebooks/02_getitem_cost.ipynb.
+    """
+    x, index = torch.arange(n), torch.arange(100)
+    both = {"per_sample": lambda: torch.stack([x[i] for i in range(100)]), "batched": lambda: x[index]}
+    seconds = measure.per_call(both, repeat=repeat, block_s=0.01)
+    return {"slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
+            "slide_100_batched_us": measure.median(seconds["batched"]) * 1e6,
+            "slide_100_speedup": measure.ratio(seconds, "per_sample", "batched")}
 
 
-def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0) -> list[dict[str, Any]]:
+def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0, repeat: int | None = None) -> list[dict[str, Any]]:
     """Return one row per (batch size, fetch): µs per batch and per sample, on random row indices."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for bs in measure.progress(batch_sizes, desc="batch sizes"):
         index = torch.randint(len(x), (bs,), generator=g)
-        for name, fn in fetches(x, index).items():
-            us = per_call_us(fn, number=max(3, config.size("getitem.samples") // bs))
+        seconds = measure.per_call(fetches(x, index), repeat=repeat)
+        for name, values in seconds.items():
+            us = measure.median(values) * 1e6
             out.append({"batch_size": bs, "fetch": name, "us_per_batch": us, "us_per_sample": us / bs})
     return out
 
 
-def dataloader_variants(data: Any, batch_size: int) -> dict[str, Callable[[], None]]:
+def dataloader_variants(data: Any, batch_size: int) -> dict[str, Callable[[], Any]]:
     """Return {name: one shuffled epoch} for DataLoader per sample, with `__getitems__`, and BatchLoader."""
-    def dl(dataset: Any, **kw: Any) -> Callable[[], None]:
-        return iterate(DataLoader(dataset, batch_size=batch_size, shuffle=True, **kw))
+    def dl(dataset: Any, **kw: Any) -> Callable[[], Any]:
+        return measure.drain(DataLoader(dataset, batch_size=batch_size, shuffle=True, **kw))
     return {
         "DataLoader, per-sample __getitem__": dl(RowDataset(data)),
         "DataLoader, __getitems__ -> samples + default_collate": dl(SampleListDataset(data)),
         "DataLoader, __getitems__ + collate_batch": dl(BatchRowDataset(data), collate_fn=collate_batch),
-        "BatchLoader": iterate(BatchLoader(data, batch_size, shuffle=True, seed=0)),
+        "BatchLoader": measure.drain(BatchLoader(data, batch_size, shuffle=True, seed=0)),
     }
 
 
+def epoch_table(variants: dict[str, Callable[[], Any]], repeat: int) -> list[dict[str, Any]]:
+    """Time `repeat` interleaved epochs of each variant (after one warm-up); return ms per epoch (median)."""
+    seconds = measure.interleaved(variants, repeat, warmup=1, desc="epochs")
+    return [{"loader": k, "ms_per_epoch": measure.median(v) * 1e3} for k, v in seconds.items()]
+
+
 def run() -> BenchResult:
-    """Sweep batch sizes on a 1-D index tensor and a float matrix; report the slide's 100-item speed-up."""
+    """Time the slide's example, then sweep batch sizes on a 1-D index tensor and a float matrix."""
     n, d = config.size("loops.samples"), config.size("getitem.features")
+    figures = slide_example(n)
     found = []
     for kind, x in (("index", torch.arange(n)), ("matrix", torch.rand(n, d))):
         found += [dict(r, data=kind) for r in sweep(x, list(config.size("getitem.batch_sizes")))]
-    us = {(r["data"], r["batch_size"], r["fetch"]): r["us_per_batch"] for r in found}
-    figures = {"slide_100_per_sample_us": us["index", 100, "per_sample_stack"],
-               "slide_100_batched_us": us["index", 100, "batched_index"],
-               "slide_100_speedup": us["index", 100, "per_sample_stack"] / us["index", 100, "batched_index"]}
     return BenchResult(found, figures, knobs={"rows": n, "features": d}, repeats=config.size("repeat"))
-
-
-def epoch_table(variants: dict[str, Callable[[], None]], repeat: int) -> list[dict[str, Any]]:
-    """Time `repeat` epochs of each variant (after one warm-up) and return ms per epoch."""
-    seconds = time_epochs(variants, repeat, desc="epochs")
-    return [{"loader": k, "ms_per_epoch": float(np.median(v)) * 1e3} for k, v in seconds.items()]

@@ -34,22 +34,43 @@ def permuters(n: int, group_size: int, seed: int = 0) -> dict[str, Callable[[], 
 
 
 def time_permutations(n: int, group_size: int, repeat: int) -> list[dict[str, Any]]:
-    """Time every permuter at size `n`; one row per method with median seconds and ns per index."""
+    """Time every permuter at size `n`, interleaved; one row per method with median seconds and ns per index.
+
+    The grouped rows carry `speedup_over_full`: the median over rounds of the fastest full CPU permutation's
+    time over theirs. Explained in notebooks/04_fast_shuffle.ipynb.
+    """
+    seconds = measure.interleaved(permuters(n, group_size), repeat=repeat, warmup=1, shuffle=True)
+    fastest = min(FULL, key=lambda m: measure.median(seconds[m]))
     rows = []
-    for name, fn in permuters(n, group_size).items():
-        device = "cuda" if "cuda" in name else None
-        t = float(np.median(measure.measure(fn, repeat=repeat, warmup=1, device=device)))
-        rows.append({"n": n, "method": name, "seconds": t, "ns_per_index": t / n * 1e9,
-                     "gb_per_s_written": n * 8 / t / 1e9})
+    for name, values in seconds.items():
+        t = measure.median(values)
+        rows.append({"n": n, "method": name, "seconds": t, "p95_s": measure.p95(values),
+                     "ns_per_index": t / n * 1e9, "gb_per_s_written": n * 8 / t / 1e9,
+                     "speedup_over_full": measure.ratio(seconds, fastest, name)})
     return rows
 
 
 def headline(rows: list[dict[str, Any]], n: int) -> float:
-    """Return the fastest full CPU permutation's time over grouped_permutation's (CPU), at size `n`."""
-    at_n = [r for r in rows if r["n"] == n]
-    full = min(r["seconds"] for r in at_n if r["method"] in FULL)
-    grouped = next(r["seconds"] for r in at_n if r["method"].startswith("grouped_permutation (g="))
-    return full / grouped
+    """Return how many times faster grouped_permutation (CPU) is than the fastest full CPU permutation at `n`."""
+    return next(r["speedup_over_full"] for r in rows
+                if r["n"] == n and r["method"].startswith("grouped_permutation (g="))
+
+
+def group_size_speed(n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm",
+                     seed: int = 0) -> list[dict[str, Any]]:
+    """Time grouped_permutation at size `n` per group size, interleaved with the full permutation `full_method`.
+
+    One row per group size: median seconds and the median over rounds of full/grouped. Explained in
+    notebooks/04_fast_shuffle.ipynb.
+    """
+    if full_method not in FULL:
+        raise ValueError(f"full_method must be one of {FULL}, got {full_method!r}")
+    gen = torch.Generator().manual_seed(seed)
+    fns = {full_method: permuters(n, 1, seed)[full_method]}
+    fns |= {g: (lambda g=g: grouped_permutation(n, g, gen)) for g in group_sizes}
+    seconds = measure.interleaved(fns, repeat=repeat, warmup=1, desc="group sizes", shuffle=True)
+    return [{"group_size": g, "seconds": measure.median(seconds[g]), "full_method": full_method,
+             "speedup_over_full": measure.ratio(seconds, full_method, g)} for g in group_sizes]
 
 
 def sorted_blobs(n: int, classes: int = 10, features: int = 32, seed: int = 0,
@@ -136,5 +157,7 @@ def run() -> BenchResult:
     figures = {key: headline(rows, n_head)}
     at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_head}
     figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_head * 1e9
+    at_small = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == sizes[0]}
+    figures["fastest_full_ns_per_index_smallest"] = min(at_small[m] for m in FULL)
     knobs = {"group_size": group_size, "sizes": sizes, "n_headline": n_head, "threads": torch.get_num_threads()}
     return BenchResult(rows, figures, knobs=knobs, repeats=repeat)

@@ -1,4 +1,20 @@
-"""The seeds' claims, each tied to a figure a notebook or benchmark saves, and the checklist they support.
+"""The one registry of the seeds' figures and of every threshold a reproduction check uses.
+
+Usage in a notebook's `## Reproduction check` (the cell nbval compares):
+
+    from fastloops_helpers import claims
+    claims.check("slide_100_speedup", figures)        # looks up the claim's figure in the dict you save
+    claims.check("slide_100_speedup", single / batched)  # or pass the measured value itself
+    claims.check("memmap_val_same_batches", torch.equal(a, b))   # a yes/no claim
+    claims.check("pinned_copy_speedup", None, why="no GPU here")  # not measured, and why
+
+Each call prints one line, e.g.
+`[claim] slide_100_speedup: measured 24.1x, needs >= 5x: reproduced (seed 000/001: 122 µs vs 3.42 µs (36x))`;
+tests/sanitize.cfg masks only the number after "measured", so nbval compares the verdict.
+`claims.holds(name, value)` returns the verdict as a bool without printing; `claims.quote(name)` returns the
+seed's figure for a printed sentence. Never write a seed figure or a threshold in a notebook: add or change
+the row in CLAIMS below. A claim's `figure` is the name the notebook saves (results/NN_name.json through
+`measure.save_results`); "a/b" is the ratio of two saved figures. REPORT.md and notebook 13 read the same rows.
 
 Explained in notebooks/13_conclusion.ipynb.
 """
@@ -6,126 +22,294 @@ Explained in notebooks/13_conclusion.ipynb.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
+
+REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced here", "not measured"
+NEEDS_GPU, PUBLISHED = "needs a GPU", "published, not measurable here"
+STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NEEDS_GPU, PUBLISHED)
 
 
 @dataclass(frozen=True)
 class Claim:
-    """One claim of a seed, the saved figure that tests it here, and the threshold it must pass."""
+    """One claim: the seed's figure, the figure measured here, and the threshold it must pass."""
 
-    seed: str
-    claim: str
-    seed_figure: str
-    sources: tuple[str, ...]  # saved result names to look in, first found wins
-    figure: str               # a key of that result's "figures", or "a/b" for a ratio of two keys
-    threshold: float          # the claim holds here when figure >= threshold (<= when lower_is_better)
-    gpu: bool = False         # the seed measured it on a GPU, and the effect needs one
-    lower_is_better: bool = False
+    name: str                        # registry key, used in claims.check(name, ...)
+    seed: str                        # who made the claim: "000/001", "002", "003", "004", or a paper
+    claim: str                       # the claim in one sentence
+    seed_figure: str                 # the figure as published ("" where the seed gives none)
+    notebook: str = ""               # result name of the notebook that measures it ("02_getitem_cost")
+    figure: str = ""                 # saved figure name (default: name); "a/b" is a ratio of two figures
+    at_least: float | None = None    # holds when measured >= at_least ...
+    at_most: float | None = None     # ... and measured <= at_most; neither: a yes/no claim
+    unit: str = "x"
+    bench: str = ""                  # a benchmark that measures the same figure ("bench-getitem")
+    needs: str = ""                  # "": measurable here; "gpu": the effect needs a GPU; "published"
+    source: str = ""                 # where a published figure comes from
+
+    @property
+    def key(self) -> str:
+        """Return the saved figure name (or "a/b") this claim reads."""
+        return self.figure or self.name
+
+    def needed(self) -> str:
+        """Return the threshold in words: ">= 5x", "<= 1.5x", "0.9x to 4x", "yes"."""
+        lo, hi, u = self.at_least, self.at_most, self.unit
+        if lo is not None and hi is not None:
+            return f"{lo:g}{u} to {hi:g}{u}"
+        if lo is not None or hi is not None:
+            return f"{'>=' if lo is not None else '<='} {lo if lo is not None else hi:g}{u}"
+        return "yes"
 
 
-CLAIMS = (
-    Claim("000/001", "one batched fetch of 100 items beats 100 single fetches stacked",
-          "122 µs vs 3.42 µs (36x)", ("02_getitem_cost", "bench-getitem"), "slide_100_speedup", 10),
-    Claim("000/001", "a per-sample DataLoader loop is far slower than batched indexing",
-          "the slide's opening question", ("bench-loops", "01_the_question"), "dataloader_nw0_over_helpers", 10),
-    Claim("000/001", "the helpers' loader is as fast as the numpy loop (epoch time ratio)",
-          "numpy is the slide's fastest loop", ("bench-loops", "01_the_question"), "helpers_over_numpy", 1.0,
-          lower_is_better=True),
-    Claim("000/001", "a grouped permutation is much cheaper than a full one for a big index",
-          "plot p4/p5 (no number)", ("bench-shuffle", "04_fast_shuffle"), "grouped_speedup_2p26", 3),
-    Claim("000/001", "fusing a pointwise chain saves time when the data is larger than cache",
-          "plot p6 (no number)", ("05_fusion",), "speedup_largest", 1.2),
-    Claim("002", "DataLoader workers hide per-sample JPEG decoding (2 workers vs 0)",
-          "timeline diagrams", ("07_dataloader_anatomy",), "ladder_img_per_s_2/ladder_img_per_s_0", 1.3),
-    Claim("003", "FFCV loads Otto batches much faster than a per-sample DataLoader",
-          "0.82 ms vs 28.9 ms load-only on CIFAR (-97 %)", ("bench-otto", "10_ffcv_otto"),
-          "ffcv_over_dataloader_load", 3),
-    Claim("003", "the helpers' loader loads Otto at least as fast as FFCV",
-          "(the helpers' own target)", ("bench-otto", "10_ffcv_otto"), "helpers_over_ffcv_load", 1.0),
-    Claim("003", "a full Otto MLP step with FFCV is much faster than with DataLoader",
-          "0.95 ms vs 10.4 ms on a GPU (-91 %)", ("10_ffcv_otto",), "dataloader_step_ms/ffcv_step_ms", 3, gpu=True),
-    Claim("003", "with a heavy WRN the full-step gap shrinks (overlap on the GPU)",
-          "25.8 ms vs 29.1 ms (-11 %)", ("bench-cifar", "11_ffcv_cifar"), "dataloader_step_over_ffcv_step", 1.0,
-          gpu=True),
-    Claim("004", "memmap + batched transforms beat ImageFolder + DataLoader on val",
-          "20,452 vs 669 fps on CPU (31x)", ("bench-imagefolder", "09_precompute_memmap"), "memmap_val_speedup", 20),
-    Claim("004", "memmap + batched transforms beat ImageFolder + DataLoader on train",
-          "1,646 vs 1,017 fps on CPU (1.6x)", ("bench-imagefolder", "09_precompute_memmap"),
-          "memmap_train_speedup", 1.6),
-    Claim("001/002", "DDP on shards trains the same weights as one process on the global batch",
-          "DDP as the automatic solution", ("12_scaling_out",), "ddp_matches_single", 1),
+def _c(name: str, seed: str, claim: str, seed_figure: str, notebook: str, **kw: Any) -> Claim:
+    return Claim(name, seed, claim, seed_figure, notebook, **kw)
+
+
+N00, N01, N02, N03, N04 = "00_setup", "01_the_question", "02_getitem_cost", "03_custom_loader", "04_fast_shuffle"
+N05, N06, N07, N08 = "05_fusion", "06_device_moves", "07_dataloader_anatomy", "08_read_and_decode"
+N09, N10, N11, N12 = "09_precompute_memmap", "10_ffcv_otto", "11_ffcv_cifar", "12_scaling_out"
+N14, N15 = "14_threads_vs_processes", "15_diagnose"
+SPDL = "SPDL paper"
+SPDL_SOURCE = "arXiv 2504.20067 (Meta, SPDL), ImageNet iteration vs the PyTorch DataLoader"
+
+CLAIMS: tuple[Claim, ...] = (
+    # 00: the tools the later checks rely on (no seed figure)
+    _c("timer_sleep_ratio", "project", "the timer is honest: a 50 ms sleep measures as 50 ms", "", N00,
+       at_least=0.9, at_most=4.0),
+    _c("cache_over_ram_copy", "project", "copying from cache is at least about as fast as from RAM", "", N00,
+       figure="copy_gb_per_s_cache/copy_gb_per_s_ram", at_least=0.8),
+    # 01: the slide's opening question
+    _c("dataloader_nw0_over_numpy", "000/001", "the numpy loop beats the per-sample DataLoader (no workers)",
+       "the slide's opening question", N01, figure="ms_per_epoch_dataloader_nw0/ms_per_epoch_numpy", at_least=10),
+    _c("dataloader_workers_over_numpy", "000/001", "the numpy loop beats the DataLoader with workers",
+       "the slide's opening question", N01, figure="ms_per_epoch_dataloader_workers/ms_per_epoch_numpy",
+       at_least=10),
+    _c("dataloader_nw0_over_helpers", "000/001", "a batched loader beats the per-sample DataLoader",
+       "the slide's opening question", N01, at_least=10, bench="bench-loops"),
+    _c("helpers_over_numpy", "project", "the helpers' loader is as fast as the numpy loop (epoch time ratio)",
+       "numpy is the slide's fastest loop", N01, at_most=1.0, bench="bench-loops"),
+    # 02: __getitem__ cost
+    _c("slide_100_speedup", "000/001", "one batched fetch of 100 items beats 100 single fetches stacked",
+       "122 µs vs 3.42 µs (36x)", N02, at_least=5, bench="bench-getitem"),
+    _c("getitems_collate_speedup", "000/001", "`__getitems__` with a pass-through collate beats the per-sample "
+       "DataLoader", "", N02, at_least=3),
+    # 03: a custom loader
+    _c("index_only_custom_over_dataloader", "000/001", "a custom loader beats DataLoader on the index-only task",
+       "", N03, figure="index_only_DataLoader_ms/index_only_slide_FastDataloader_ms", at_least=10),
+    _c("index_only_batchloader_over_dataloader", "000/001", "BatchLoader beats DataLoader on the index-only task",
+       "", N03, figure="index_only_DataLoader_ms/index_only_BatchLoader_ms", at_least=10),
+    _c("matrix_batchloader_over_dataloader", "000/001", "BatchLoader beats DataLoader on the float matrix", "",
+       N03, figure="93_DataLoader_ms/93_BatchLoader_ms", at_least=3),
+    _c("matrix_batchloader_over_slide_loader", "project", "BatchLoader beats the slide's loader on the matrix",
+       "", N03, figure="93_slide_FastDataloader_ms/93_BatchLoader_ms", at_least=1.0),
+    # 04: shuffling
+    _c("grouped_speedup_headline", "000/001", "a grouped permutation is much cheaper than a full one for a big "
+       "index", "plot p4/p5 (no number)", N04, at_least=2, bench="bench-shuffle"),
+    _c("grouped_entropy_largest_over_full", "project", "class-sized groups ruin the class mix", "", N04,
+       at_most=0.5),
+    _c("quasi_random_entropy_min_over_full", "project", "FFCV's quasi-random order keeps the class mix", "", N04,
+       at_least=0.9),
+    # 05: fusion
+    _c("fusion_speedup_largest", "000/001", "fusing a pointwise chain saves time when the data is larger than "
+       "cache", "plot p6 (no number)", N05, at_least=1.5),
+    # 06: moving nested data
+    _c("move_to_over_fastest", "000/001", "the helpers' move_to is as fast as the slide's ways to move nested "
+       "data", "", N06, at_most=1.5, bench="bench-devices"),
+    _c("jax_device_put_moves_all", "000/001", "`jax.device_put` puts any nested structure on a device",
+       "jax.device_put (no number)", N06),
+    _c("pinned_copy_speedup", "002", "pinned host memory copies to the GPU faster than pageable memory",
+       "pin_memory=True (no number)", N06, at_least=1.2, needs="gpu"),
+    # 07: DataLoader anatomy
+    _c("workers2_over_workers0", "002", "DataLoader workers hide per-sample JPEG decoding (2 workers vs 0)",
+       "timeline diagrams", N07, figure="ladder_img_per_s_2/ladder_img_per_s_0", at_least=1.3,
+       bench="bench-workers"),
+    _c("workers2_parallelism", "002", "two workers load batches in parallel", "timeline diagrams", N07,
+       at_least=1.2),
+    _c("thread_prefetch_overlap_share", "002", "a prefetch thread loads while the step runs", "timeline diagrams",
+       N07, at_least=0.5),
+    _c("list_copy_share_per_worker", "002", "under fork each worker copies a list of Python objects it reads",
+       "", N07, at_least=0.4),
+    _c("broken_images_dropped", "002", "collate can drop broken images (only they are dropped)", "", N07),
+    _c("seed_worker_fixes_rng", "002", "a dataset-owned RNG repeats across workers; seed_worker fixes it", "",
+       N07),
+    _c("process_prefetcher_speedup", "002", "one loader process sacrificed into a prefetcher process hides "
+       "loading behind the step", "Prefetching Implementation #2 (no number)", N07, at_least=1.2),
+    # 08: read and decode
+    _c("cached_over_cold", "002", "storage speed matters: the page cache reads faster than a cold read", "",
+       N08, at_least=1.5),
+    _c("pillow_uses_turbo", "002", "Pillow >= 9 decodes with libjpeg-turbo", "", N08),
+    _c("copy_table_as_seed", "002", "numpy/torch copy semantics are as the seed's table says", "", N08),
+    _c("decoders_agree", "002", "the JPEG decoders agree on the pixels", "", N08),
+    _c("jpeg4py_agrees", "002", "jpeg4py decodes JPEGs with libjpeg-turbo, like the other decoders",
+       "jpeg.JPEG(img).decode() (no number)", N08),
+    _c("pycuda_htod_async", "002", "PyCUDA's memcpy_htod_async copies to the GPU on a stream",
+       "cuda.memcpy_htod_async (no number)", N08, needs="gpu"),
+    _c("tensorrt_speedup", "002", "a TensorRT engine runs the model faster than eager PyTorch", "", N08,
+       at_least=1.0, needs="gpu"),
+    # 09: precompute + memmap (seed 004, the tensordict tutorial)
+    _c("memmap_train_speedup", "004", "memmap + batched transforms beat ImageFolder + DataLoader on train",
+       "1,646 vs 1,017 fps on CPU (1.6x)", N09, at_least=1.5, bench="bench-imagefolder"),
+    _c("memmap_val_speedup", "004", "memmap + batched transforms beat ImageFolder + DataLoader on val",
+       "20,452 vs 669 fps on CPU (31x)", N09, at_least=5, bench="bench-imagefolder"),
+    _c("memmap_val_same_batches", "004", "both val pipelines produce the same batches", "", N09),
+    _c("tutorial_imagenet_a100_speedup", "004", "on ImageNet with an A100 the tutorial's pipeline loads about "
+       "10x faster than torch + torchvision", "10x speedup in data-loading", N09, at_least=10, needs="gpu",
+       source="the tensordict tutorial, ImageNet on an A100"),
+    # 10: FFCV on Otto (seed 003)
+    _c("otto_ffcv_over_dataloader_load", "003", "FFCV loads Otto batches much faster than a per-sample "
+       "DataLoader", "0.95 ms vs 10.4 ms per step on a GPU (-91 %)", N10, at_least=3, bench="bench-otto"),
+    _c("otto_helpers_over_ffcv_load", "project", "the helpers' loader loads Otto at least as fast as FFCV", "",
+       N10, at_least=1.0, bench="bench-otto"),
+    _c("otto_helpers_over_dataloader_load", "project", "the helpers' loader loads Otto far faster than "
+       "DataLoader", "", N10, at_least=10, bench="bench-otto"),
+    _c("otto_val_acc_spread", "project", "every loader trains to the same accuracy", "", N10, at_most=0.03,
+       unit=""),
+    _c("otto_val_acc_over_majority", "project", "the MLP beats the majority class", "", N10, at_least=0.05,
+       unit=""),
+    _c("otto_dataloader_step_over_ffcv_step", "003", "a full Otto MLP step with FFCV is much faster than with "
+       "DataLoader", "0.95 ms vs 10.4 ms on a GPU (-91 %)", N10, at_least=3, needs="gpu"),
+    _c("otto_seed_protocol_uplift_pct", "003", "seed 003's protocol (forward + loss, no shuffle, 39,601 rows, "
+       "batch 1024, 1 worker, pinned, first 10 batches skipped): FFCV's median step uplift over DataLoader",
+       "-91 % (median uplift, on a GPU)", N10, at_most=-50, unit=" %", needs="gpu"),
+    # 11: FFCV on CIFAR-10 (seed 003)
+    _c("cifar_ffcv_over_dataloader_load", "003", "FFCV's load-only step is far faster than DataLoader's on "
+       "CIFAR-10", "0.82 ms vs 28.9 ms load-only (-97 %)", N11, at_least=3, bench="bench-cifar"),
+    _c("cifar_step_gain_over_load_gain", "003", "the full WRN step gains much less than loading alone",
+       "-11 % full step vs -97 % load-only", N11, at_most=0.5),
+    _c("cifar_helpers_over_dataloader_load", "project", "the helpers load CIFAR far faster than DataLoader", "",
+       N11, at_least=3, bench="bench-cifar"),
+    _c("cifar_dataloader_load_share_pct", "003", "the WRN dominates the step: loading is under half of it", "",
+       N11, at_most=50, unit=" %"),
+    _c("cifar_dataloader_step_over_ffcv_step", "003", "with a heavy WRN the full-step gap shrinks (overlap on "
+       "the GPU)", "25.8 ms vs 29.1 ms (-11 %)", N11, at_least=1.0, needs="gpu", bench="bench-cifar"),
+    _c("cifar_helpers_over_ffcv_load", "project", "the helpers' on-the-fly CIFAR path loads at least as fast as "
+       "FFCV's decoder", "", N11, at_least=1.0, bench="bench-cifar"),
+    # 12: scaling out
+    _c("ddp_matches_single", "001/002", "DDP on shards trains the same weights as one process on the global "
+       "batch", "DDP as the automatic solution", N12),
+    _c("shards_ok", "001/002", "DistributedSampler's shards are disjoint and cover the data", "", N12),
+    _c("dataparallel_speedup", "000/001", "DataParallel splits each batch over the GPUs of one process",
+       "Use DataParallel (no number)", N12, at_least=1.2, needs="gpu"),
+    # 14: threads vs processes (issue 13)
+    _c("spdl_imagenet_faster_pct", SPDL, "SPDL's thread pipeline iterates ImageNet faster than the DataLoader",
+       "74 % faster", N14, needs="published", unit=" %", source=SPDL_SOURCE),
+    _c("spdl_cpu_saving_pct", SPDL, "... with less CPU", "38 % less CPU", N14, needs="published", unit=" %",
+       source=SPDL_SOURCE),
+    _c("spdl_memory_saving_gb", SPDL, "... and less memory", "50 GB less memory", N14, needs="published",
+       unit=" GB", source=SPDL_SOURCE),
+    _c("helpers_threads_over_limit", "project", "the thread loader reaches most of the decode limit "
+       "(best decoder's 1-thread rate x cores)", "", N14, at_least=0.8, bench="bench-threads"),
+    _c("helpers_threads_over_dataloader_best", "project", "the thread loader is at least as fast as the best "
+       "DataLoader", "", N14, at_least=1.0, bench="bench-threads"),
+    _c("helpers_threads_over_spdl", "project", "the thread loader is at least as fast as SPDL's pipeline", "",
+       N14, at_least=1.0, bench="bench-threads"),
+    _c("helpers_threads_pss_over_dataloader_best", "project", "the thread loader uses at most half the "
+       "DataLoader's memory (PSS)", "", N14, at_most=0.5, bench="bench-threads"),
+    # 15: diagnose (issue 14)
+    _c("diagnose_input_bound_found", "project", "diagnose calls the per-sample ImageFolder DataLoader input-bound",
+       "", N15),
+    _c("diagnose_headspace_over_spdl_cache", "project", "diagnose's headspace agrees with SPDL's CacheDataLoader",
+       "", N15, at_least=0.8, at_most=1.25),
 )
 
-# What to do first in a real training loop: each item with the figure that measures its payoff here.
-CHECKLIST = (
-    ("Fetch whole batches (batched indexing, `__getitems__`), never one sample per call",
-     ("02_getitem_cost", "bench-getitem"), "slide_100_speedup"),
-    ("Replace a per-sample DataLoader over in-memory tensors by a batched loader (BatchLoader)",
-     ("bench-loops", "01_the_question"), "dataloader_nw0_over_helpers"),
-    ("Decode and resize once, store uint8 in a memmap, apply batched transforms (val)",
-     ("bench-imagefolder", "09_precompute_memmap"), "memmap_val_speedup"),
-    ("Same for training with random crops and flips done on the batch",
-     ("bench-imagefolder", "09_precompute_memmap"), "memmap_train_speedup"),
-    ("Shuffle huge indexes with grouped permutations",
-     ("bench-shuffle", "04_fast_shuffle"), "grouped_speedup_2p26"),
-    ("Use DataLoader workers when each sample needs real CPU work (decoding)",
-     ("bench-workers",), "speedup_best_vs_0"),
-    ("Fuse pointwise chains with torch.compile",
-     ("05_fusion",), "speedup_largest"),
+# What to do first in a real training loop: each item with the notebook figure that measures its payoff here.
+CHECKLIST: tuple[tuple[str, str, str], ...] = (
+    ("Fetch whole batches (batched indexing, `__getitems__`), never one sample per call", N02,
+     "slide_100_speedup"),
+    ("Replace a per-sample DataLoader over in-memory tensors by a batched loader (BatchLoader)", N01,
+     "dataloader_nw0_over_helpers"),
+    ("Decode and resize once, store uint8 in a memmap, apply batched transforms (val)", N09, "memmap_val_speedup"),
+    ("Same for training with random crops and flips done on the batch", N09, "memmap_train_speedup"),
+    ("Shuffle huge indexes with grouped permutations", N04, "grouped_speedup_headline"),
+    ("Use DataLoader workers when each sample needs real CPU work (decoding)", N07,
+     "ladder_img_per_s_2/ladder_img_per_s_0"),
+    ("Fuse pointwise chains with torch.compile", N05, "fusion_speedup_largest"),
+    ("Decode on threads, not processes, with a decoder that releases the GIL (notebook 14)", N14,
+     "helpers_threads_over_dataloader_best"),
 )
 
-
-def load_figures(folder: Path) -> dict[str, dict]:
-    """Return {result name: saved document} for every result JSON in `folder`."""
-    found = {}
-    for path in sorted(Path(folder).glob("*.json")):
-        doc = json.loads(path.read_text())
-        if isinstance(doc, dict) and {"name", "provenance", "figures"} <= doc.keys():
-            found[doc["name"]] = doc
-    return found
+_BY_NAME = {c.name: c for c in CLAIMS}
 
 
-def lookup(docs: dict[str, dict], sources: tuple[str, ...], figure: str) -> tuple[float | None, str | None, dict]:
-    """Return (value, result name, provenance) of the first source that saved `figure` ("a/b": a ratio)."""
-    keys = figure.split("/")
-    for name in sources:
-        figures = docs.get(name, {}).get("figures", {})
-        if all(k in figures for k in keys):
-            value = float(figures[keys[0]]) / float(figures[keys[1]]) if len(keys) == 2 else float(figures[keys[0]])
-            return value, name, docs[name]["provenance"]
-    return None, None, {}
+def get(name: str) -> Claim:
+    """Return the registered claim `name`."""
+    if name not in _BY_NAME:
+        raise KeyError(f"no claim named {name!r} in fastloops_helpers.claims.CLAIMS; add a row there "
+                       f"(known: {', '.join(sorted(_BY_NAME))})")
+    return _BY_NAME[name]
 
 
-def status(claim: Claim, value: float | None, provenance: dict) -> str:
-    """Say whether the claim is reproduced here, not reproduced, unmeasured, or needs a GPU."""
-    if value is None:
-        return "not measured"
-    if claim.gpu and not str(provenance.get("device", "")).startswith("cuda"):
-        return "needs a GPU"
-    holds = value <= claim.threshold if claim.lower_is_better else value >= claim.threshold
-    return "reproduced" if holds else "not reproduced here"
+def value_of(figures: Mapping[str, Any], key: str) -> float | None:
+    """Return figure `key` of a figures dict ("a/b": the ratio of two figures), None when absent."""
+    parts = key.split("/")
+    if not all(p in figures and figures[p] is not None for p in parts):
+        return None
+    values = [float(figures[p]) for p in parts]
+    return values[0] / values[1] if len(values) == 2 else values[0]
 
 
-def evaluate(folder: Path) -> pd.DataFrame:
-    """Return one row per claim: the seed's figure, the measured one, its source and the status."""
-    docs = load_figures(folder)
-    rows = []
-    for c in CLAIMS:
-        value, source, prov = lookup(docs, c.sources, c.figure)
-        rows.append({"seed": c.seed, "claim": c.claim, "seed figure": c.seed_figure,
-                     "measured": value, "figure": c.figure,
-                     "needed": f"{'<=' if c.lower_is_better else '>='} {c.threshold:g}",
-                     "source": source or "-", "status": status(c, value, prov)})
-    return pd.DataFrame(rows)
+def _measured(claim: Claim, measured: Any) -> float | None:
+    if isinstance(measured, Mapping):
+        return value_of(measured, claim.key)
+    if measured is None:
+        return None
+    return float(bool(measured)) if isinstance(measured, bool) else float(measured)
 
 
-def checklist(folder: Path) -> pd.DataFrame:
-    """Return the checklist ordered by the payoff measured here (largest first; unmeasured last)."""
-    docs = load_figures(folder)
-    rows = [{"do this": advice, "payoff here (x)": lookup(docs, sources, figure)[0], "figure": figure}
-            for advice, sources, figure in CHECKLIST]
-    table = pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last")
-    return table.reset_index(drop=True)
+def holds(name: str, measured: Any) -> bool:
+    """Return whether the measured value (or a figures dict holding it) passes the claim's threshold."""
+    c, v = get(name), _measured(get(name), measured)
+    if v is None or v != v:
+        return False
+    if c.at_least is None and c.at_most is None:
+        return v >= 0.5  # a yes/no claim saved as 1.0 / 0.0
+    return (c.at_least is None or v >= c.at_least) and (c.at_most is None or v <= c.at_most)
+
+
+def status(name: str, measured: Any, device: str | None = None) -> str:
+    """Return the claim's status here: reproduced, not reproduced, not measured, needs a GPU, or published."""
+    c, v = get(name), _measured(get(name), measured)
+    if c.needs == "published":
+        return PUBLISHED
+    if c.needs == "gpu" and not str(device if device is not None else _device()).startswith("cuda"):
+        return NEEDS_GPU
+    if v is None:
+        return NOT_MEASURED
+    return REPRODUCED if holds(name, v) else NOT_REPRODUCED
+
+
+def quote(name: str) -> str:
+    """Return the seed's figure with who published it, for a printed sentence."""
+    c = get(name)
+    where = c.source or f"seed {c.seed}"
+    return f"{c.seed_figure} ({where})" if c.seed_figure else f"({where}: no figure)"
+
+
+def line(name: str, measured: Any = None, why: str = "", device: str | None = None) -> str:
+    """Return the printed verdict line of `check`."""
+    c, v = get(name), _measured(get(name), measured)
+    if v is None:
+        got = "not measured" + (f" ({why})" if why else "")
+    elif c.at_least is None and c.at_most is None:
+        got = f"measured {'yes' if v >= 0.5 else 'no'}"
+    else:
+        got = f"measured {v:.3g}{c.unit}"
+    gpu = " on a GPU" if c.needs == "gpu" else ""
+    seed = f" (seed: {quote(name)})" if c.seed_figure else ""
+    return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, v, device)}{seed}"
+
+
+def check(name: str, measured: Any = None, why: str = "", device: str | None = None) -> None:
+    """Print the claim's verdict line for a measured value, a figures dict, a bool, or None (not measured)."""
+    print(line(name, measured, why, device))
+
+
+def _device() -> str:
+    from . import config  # lazy: claims is read by the report without torch's device logic
+
+    return str(config.device())

@@ -12,14 +12,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import claims, config, measure
+from . import config, measure, runs
 
 TIMES_FILE = "notebook_times.json"
 
 
 def load_results(folder: Path) -> list[dict[str, Any]]:
     """Return every saved result (a JSON with name, provenance, rows, figures) in `folder`, by file name."""
-    return list(claims.load_figures(folder).values())
+    return list(runs.load(folder).values())
 
 
 def markdown_table(rows: list[dict[str, Any]]) -> str:
@@ -52,8 +52,8 @@ def build(folder: Path | None = None) -> Path:
              f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
              f"- scale: {', '.join(scales)}", f"- hardware: {hardware}\n"]
     parts += _times_section(folder)
-    parts += ["## The seeds' claims on this machine\n", markdown_table(_records(claims.evaluate(folder))),
-              "## Checklist, by payoff measured here\n", markdown_table(_records(claims.checklist(folder)))]
+    parts += ["## The seeds' claims on this machine\n", markdown_table(_records(runs.evaluate(runs.load(folder)))),
+              "## Checklist, by payoff measured here\n", markdown_table(_records(runs.checklist(runs.load(folder))))]
     for doc in docs:
         parts.append(f"## {doc['name']}\n")
         prov = doc["provenance"]

@@ -1,46 +1,111 @@
 import pytest
 
-from fastloops_helpers import claims, measure
+from fastloops_helpers import claims, measure, runs
+
+
+def test_every_claim_is_well_formed():
+    names = [c.name for c in claims.CLAIMS]
+    assert len(names) == len(set(names))
+    for c in claims.CLAIMS:
+        assert c.needs in ("", "gpu", "published"), c.name
+        assert c.notebook[:2].isdigit(), c.name
+        if c.needs == "published":
+            assert c.seed_figure and c.source, f"{c.name}: a published claim quotes its figure and source"
+        if c.at_least is not None and c.at_most is not None:
+            assert c.at_least < c.at_most, c.name
+
+
+def test_check_prints_one_verdict_line(capsys):
+    claims.check("slide_100_speedup", 24.0)
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed: 122 µs")
+
+
+def test_check_reads_the_figure_from_a_figures_dict_and_ratios():
+    assert claims.holds("slide_100_speedup", {"slide_100_speedup": 6.0})
+    assert not claims.holds("slide_100_speedup", {"slide_100_speedup": 4.0})
+    ratio = {"ms_per_epoch_dataloader_nw0": 200.0, "ms_per_epoch_numpy": 10.0}
+    assert claims.holds("dataloader_nw0_over_numpy", ratio)  # 20x >= 10x
+    assert not claims.holds("dataloader_nw0_over_numpy", {"ms_per_epoch_numpy": 10.0})  # absent: not held
+
+
+def test_directions_ranges_and_yes_no():
+    assert claims.holds("helpers_over_numpy", 0.9) and not claims.holds("helpers_over_numpy", 1.1)
+    assert claims.holds("timer_sleep_ratio", 1.0) and not claims.holds("timer_sleep_ratio", 0.5)
+    assert not claims.holds("timer_sleep_ratio", 5.0)
+    assert claims.holds("memmap_val_same_batches", True) and not claims.holds("memmap_val_same_batches", False)
+    assert "measured yes, needs yes: reproduced" in claims.line("memmap_val_same_batches", True)
+
+
+def test_statuses_for_gpu_published_and_unmeasured():
+    assert claims.status("pinned_copy_speedup", 3.0, device="cpu") == claims.NEEDS_GPU
+    assert claims.status("pinned_copy_speedup", 3.0, device="cuda:0") == claims.REPRODUCED
+    assert claims.status("spdl_imagenet_faster_pct", None) == claims.PUBLISHED
+    assert claims.status("slide_100_speedup", None) == claims.NOT_MEASURED
+    assert "not measured (JAX is not installed)" in claims.line("jax_device_put_moves_all", None,
+                                                                why="JAX is not installed")
+
+
+def test_unknown_claim_names_the_registry():
+    with pytest.raises(KeyError, match="no claim named 'nope'.*add a row"):
+        claims.check("nope", 1.0)
+
+
+def test_checklist_items_read_registered_notebooks():
+    producers = {c.notebook for c in claims.CLAIMS}
+    assert all(notebook in producers for _, notebook, _ in claims.CHECKLIST)
 
 
 @pytest.fixture
-def folder(tmp_path, monkeypatch):
+def docs(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_DEVICE", "cpu")
     measure.save_results("02_getitem_cost", {"slide_100_speedup": 36.0}, path=tmp_path / "a.json")
     measure.save_results("bench-loops", {"helpers_over_numpy": 1.4, "dataloader_nw0_over_helpers": 80.0},
-                        path=tmp_path / "b.json")
-    measure.save_results("10_ffcv_otto", {"dataloader_step_ms": 10.0, "ffcv_step_ms": 1.0}, path=tmp_path / "c.json")
-    return tmp_path
+                         path=tmp_path / "b.json")
+    measure.save_results("01_the_question", {"helpers_over_numpy": 0.7, "dataloader_nw0_over_helpers": 50.0},
+                         path=tmp_path / "c.json")
+    measure.save_results("10_ffcv_otto", {"otto_dataloader_step_ms": 10.0, "otto_ffcv_step_ms": 1.0,
+                                          "otto_dataloader_step_over_ffcv_step": 10.0}, path=tmp_path / "d.json")
+    measure.save_results("07_dataloader_anatomy", {"ladder_img_per_s_0": 100.0, "ladder_img_per_s_2": 180.0},
+                         path=tmp_path / "e.json")
+    return runs.load(tmp_path)
 
 
-def _row(table, figure):
-    return table[table.figure == figure].iloc[0]
+def _row(table, name):
+    return table[table.claim == name].iloc[0]
 
 
-def test_statuses_follow_thresholds_and_direction(folder):
-    table = claims.evaluate(folder)
+def test_evaluate_reads_only_the_notebooks(docs):
+    table = runs.evaluate(docs)
     assert len(table) == len(claims.CLAIMS)
-    assert _row(table, "slide_100_speedup").status == "reproduced"
-    assert _row(table, "dataloader_nw0_over_helpers").status == "reproduced"
-    assert _row(table, "helpers_over_numpy").status == "not reproduced here"  # lower is better, 1.4 > 1.0
-    assert _row(table, "grouped_speedup_2p26").status == "not measured"
+    assert _row(table, "helpers_over_numpy")["measured here"] == 0.7  # notebook 01, not bench-loops' 1.4
+    assert _row(table, "helpers_over_numpy").status == claims.REPRODUCED
+    assert _row(table, "grouped_speedup_headline").status == claims.NOT_MEASURED
+    assert _row(table, "otto_dataloader_step_over_ffcv_step").status == claims.NEEDS_GPU
+    assert set(table.status) <= set(claims.STATUSES)
 
 
-def test_ratio_figures_and_gpu_claims(folder):
-    row = _row(claims.evaluate(folder), "dataloader_step_ms/ffcv_step_ms")
-    assert row.measured == pytest.approx(10.0)
-    assert row.status == "needs a GPU"  # measured on the CPU: the seed's effect needs a GPU
+def test_benchmarks_have_their_own_table(docs):
+    table = runs.bench_claims(docs)
+    assert _row(table, "helpers_over_numpy")["benchmark run"] == 1.4
+    assert set(table.benchmark) == {"bench-loops"}
 
 
-def test_first_source_wins(folder):
-    measure.save_results("01_the_question", {"dataloader_nw0_over_helpers": 2.0}, path=folder / "d.json")
-    row = _row(claims.evaluate(folder), "dataloader_nw0_over_helpers")
-    assert row.source == "bench-loops" and row.measured == 80.0
-
-
-def test_checklist_orders_by_payoff_and_puts_unmeasured_last(folder):
-    table = claims.checklist(folder)
+def test_checklist_orders_by_payoff_from_notebooks_only(docs):
+    table = runs.checklist(docs)
     measured = table["payoff here (x)"].dropna().tolist()
-    assert measured == sorted(measured, reverse=True) and measured[0] == 80.0
-    assert table["payoff here (x)"].isna().sum() == len(claims.CHECKLIST) - 2
-    assert table["payoff here (x)"].iloc[-1] != table["payoff here (x)"].iloc[-1]  # NaN at the end
+    assert measured == sorted(measured, reverse=True) and measured[0] == 50.0  # 01's, not bench-loops' 80
+    workers = table[table["do this"].str.contains("workers")].iloc[0]
+    assert workers["payoff here (x)"] == pytest.approx(1.8)  # from notebook 07, before any benchmark ran
+    assert pd_isna(table["payoff here (x)"].iloc[-1])
+
+
+def pd_isna(x):
+    return x != x
+
+
+def test_conflicting_names_are_found(tmp_path):
+    measure.save_results("10_ffcv_otto", {"ffcv_over_dataloader_load": 10.0}, path=tmp_path / "a.json")
+    measure.save_results("11_ffcv_cifar", {"ffcv_over_dataloader_load": 30.0}, path=tmp_path / "b.json")
+    assert runs.conflicts(runs.load(tmp_path)) == {"ffcv_over_dataloader_load": ["10_ffcv_otto", "11_ffcv_cifar"]}

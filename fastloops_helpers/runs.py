@@ -1,0 +1,103 @@
+"""Read one run's saved results: the notebooks' figures (one value per name), the benchmarks' apart, the claims.
+
+A notebook saves results/NN_name.json and a benchmark results/bench-NAME.json (`measure.save_results`).
+Notebook 13 and REPORT.md show the notebooks' figures; a benchmark's figures appear only in its own table.
+Explained in notebooks/13_conclusion.ipynb.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from . import claims
+
+NOTEBOOK_RESULT = re.compile(r"^\d\d_[A-Za-z0-9_]+$")
+BENCH_PREFIX = "bench-"
+
+
+def load(folder: str | Path) -> dict[str, dict[str, Any]]:
+    """Return {result name: saved document} for every result JSON (name, provenance, figures) in `folder`."""
+    found = {}
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            doc = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a half-written or foreign file is not a result
+        if isinstance(doc, dict) and {"name", "provenance", "figures"} <= doc.keys():
+            found[doc["name"]] = doc
+    return found
+
+
+def notebooks(docs: dict[str, dict]) -> dict[str, dict]:
+    """Return the results the notebooks saved (NN_name), in notebook order."""
+    return {k: v for k, v in sorted(docs.items()) if NOTEBOOK_RESULT.match(k)}
+
+
+def benchmarks(docs: dict[str, dict]) -> dict[str, dict]:
+    """Return the results the benchmarks saved (bench-NAME)."""
+    return {k: v for k, v in sorted(docs.items()) if k.startswith(BENCH_PREFIX)}
+
+
+def figure_table(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return one row per (figure, notebook) the notebooks saved: figure, value, notebook."""
+    rows = [{"figure": k, "value": float(v), "notebook": name}
+            for name, doc in notebooks(docs).items() for k, v in doc["figures"].items()]
+    return pd.DataFrame(rows, columns=["figure", "value", "notebook"])
+
+
+def conflicts(docs: dict[str, dict]) -> dict[str, list[str]]:
+    """Return {figure name: notebooks} for names that more than one notebook saves (two quantities, one name)."""
+    table = figure_table(docs)
+    producers = table.groupby("figure").notebook.apply(list)
+    return {k: v for k, v in producers.items() if len(v) > 1}
+
+
+def _device(doc: dict) -> str:
+    return str(doc.get("provenance", {}).get("device", "cpu"))
+
+
+def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return one row per claim, measured by its notebook in this run (never by a benchmark)."""
+    rows = []
+    for c in claims.CLAIMS:
+        doc = notebooks(docs).get(c.notebook, {})
+        value = claims.value_of(doc.get("figures", {}), c.key) if doc else None
+        rows.append({"claim": c.name, "seed": c.seed, "says": c.claim, "seed figure": claims.quote(c.name)
+                     if c.seed_figure else "", "measured here": value, "needs": c.needed(),
+                     "notebook": c.notebook, "status": claims.status(c.name, value, _device(doc) if doc else None)})
+    return pd.DataFrame(rows)
+
+
+def bench_claims(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return the claims a benchmark also measured, with the benchmark run's value and status."""
+    rows = []
+    for c in claims.CLAIMS:
+        doc = benchmarks(docs).get(c.bench)
+        if doc is None:
+            continue
+        value = claims.value_of(doc["figures"], c.key)
+        rows.append({"claim": c.name, "benchmark": c.bench, "benchmark run": value, "needs": c.needed(),
+                     "status": claims.status(c.name, value, _device(doc))})
+    return pd.DataFrame(rows, columns=["claim", "benchmark", "benchmark run", "needs", "status"])
+
+
+def checklist(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return the checklist ordered by the payoff its notebooks measured here (largest first; unmeasured last)."""
+    rows = []
+    for advice, notebook, key in claims.CHECKLIST:
+        figures = notebooks(docs).get(notebook, {}).get("figures", {})
+        rows.append({"do this": advice, "payoff here (x)": claims.value_of(figures, key), "notebook": notebook})
+    table = pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last")
+    return table.reset_index(drop=True)
+
+
+def stale(docs: dict[str, dict], since: str | None) -> list[str]:
+    """Return the notebook results saved before `since` (an ISO date): left over from an earlier run."""
+    if not since:
+        return []
+    return [k for k, d in notebooks(docs).items() if str(d["provenance"].get("date", "")) < since]

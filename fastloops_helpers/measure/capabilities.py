@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-import time
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
 
 import torch
+
+from .clock import Timer
 
 SYSLIBS = "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev"
 
@@ -50,7 +52,9 @@ def check_ffcv() -> tuple[bool, str, str]:
     if importlib.util.find_spec("ffcv") is None:
         return False, "not installed", how
     try:
-        importlib.import_module("ffcv.loader")
+        with warnings.catch_warnings():  # ffcv imports tqdm.auto, which warns about ipywidgets in a notebook
+            warnings.simplefilter("ignore")
+            importlib.import_module("ffcv.loader")
     except Exception as exc:  # a broken build raises anything from ImportError to numba errors
         return False, f"installed but does not import: {type(exc).__name__}: {exc}", how
     return True, f"version {metadata.version('ffcv')}", how
@@ -70,13 +74,13 @@ def check_compile(device: str = "cpu") -> tuple[bool, str, str]:
     """Compile and run a tiny pointwise function with torch.compile (inductor), timing the compile."""
     fn = torch.compile(lambda x: torch.sigmoid(x.sin() * x.cos() + 1.0), dynamic=False)
     x = torch.randn(1024, device=device)
-    start = time.perf_counter()
     try:
-        ok = torch.allclose(fn(x), torch.sigmoid(x.sin() * x.cos() + 1.0), atol=1e-6)
+        with Timer(device) as first_call:
+            ok = torch.allclose(fn(x), torch.sigmoid(x.sin() * x.cos() + 1.0), atol=1e-6)
     except Exception as exc:  # missing compiler or headers surface as many exception types
         return False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", \
             "inductor needs a C++ compiler and Python headers: apt-get install g++ python3-dev"
-    return ok, f"inductor on {device}, first call {time.perf_counter() - start:.1f} s (compile included)", ""
+    return ok, f"inductor on {device}, first call {first_call.seconds:.1f} s (compile included)", ""
 
 
 CHECKS: dict[str, tuple[Callable[[], tuple[bool, str, str]], str]] = {

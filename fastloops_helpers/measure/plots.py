@@ -10,19 +10,25 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from .. import config
 
 
 def bars(table: pd.DataFrame, value: str, label: str, baseline: str | None = None, log: bool = False,
-         title: str = "", unit: str = "") -> Figure:
-    """Draw horizontal bars of `value` per `label`, each annotated with its ratio to `baseline`."""
+         title: str = "", unit: str = "", xlabel: str = "") -> Figure:
+    """Draw horizontal bars of `value` per `label`, each annotated with its ratio to `baseline`.
+
+    The x axis reads `xlabel`, else the column name in words with `unit` ("ms per epoch (ms)" reads better
+    as xlabel="ms per epoch, log scale"). Explained in notebooks/01_the_question.ipynb.
+    """
     fig, ax = plt.subplots(figsize=(7, 0.45 * len(table) + 1.2))
     ax.barh(table[label].astype(str), table[value], color="#4c72b0")
     ax.invert_yaxis()
     if log:
         ax.set_xscale("log")
-    ax.set_xlabel(f"{value} ({unit})" if unit else value)
+    words = value.replace("_", " ")
+    ax.set_xlabel(xlabel or (f"{words} ({unit})" if unit else words))
     ax.set_title(title)
     if baseline is not None:
         base = float(table.loc[table[label] == baseline, value].iloc[0])
@@ -42,8 +48,12 @@ def lines(table: pd.DataFrame, x: str, y: str, hue: str, logx: bool = True, logy
         ax.plot(part[x], part[y], marker="o", label=str(name))
     ax.set_xscale("log" if logx else "linear")
     ax.set_yscale("log" if logy else "linear")
-    ax.set_xlabel(xlabel or x)
-    ax.set_ylabel(ylabel or y)
+    ax.set_xlabel(xlabel or x.replace("_", " "))
+    ax.set_ylabel(ylabel or y.replace("_", " "))
+    if logy:  # a log axis spanning little more than a decade crowds minor labels: label only the decades
+        ax.yaxis.set_minor_formatter(NullFormatter())
+    if logx:
+        ax.xaxis.set_minor_formatter(NullFormatter())
     ax.set_title(title)
     ax.legend()
     ax.grid(True, which="both", alpha=0.3)

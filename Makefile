@@ -19,14 +19,15 @@ test:  ## unit tests + nbval over every notebook at the smoke scale
 	FASTLOOPS_SCALE=smoke FASTLOOPS_RESULTS=$(RESULTS)/smoke $(PY) -m pytest -q tests notebooks $(NBVAL); rc=$$?; \
 	echo "make test: $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; exit $$rc
 
-reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md
+reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md, README's tables, the cards' run times
 	@start=$$(date +%s); \
 	bash .ci/setup.sh $(PYTHON) && \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.notebooks run --out $(RESULTS)/notebooks \
 	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json; rc=$$?; \
 	echo "[reproduce] benchmarks (elapsed $$(( $$(date +%s) - start )) s)"; \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.bench all || rc=1; \
-	$(PY) -m fastloops_helpers.report --results $(RESULTS) || rc=1; \
+	$(PY) -m fastloops_helpers.report --results $(RESULTS) --readme README.md || rc=1; \
+	$(PY) -m fastloops_helpers.notebooks cards --times $(RESULTS)/notebook_times.json || rc=1; \
 	echo "make reproduce: $$([ $$rc = 0 ] && echo done || echo FAILED) in $$(( $$(date +%s) - start )) s; see $(RESULTS)/REPORT.md"; exit $$rc
 
 notebooks:  ## re-execute the committed notebooks in place at the workshop scale (refreshes stored outputs)

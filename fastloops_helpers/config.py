@@ -145,4 +145,23 @@ def _folder(env: str, default: str) -> Path:
 def describe() -> str:
     """Return one line naming the scale, the device and how to change them."""
     return (f"scale={scale()} (FASTLOOPS_SCALE: {'|'.join(SCALES)}), device={device()} "
-            f"(FASTLOOPS_DEVICE), data={data_dir()}, results={results_dir()}")
+            f"(FASTLOOPS_DEVICE), data={rel(data_dir())}, results={rel(results_dir())}")
+
+
+def rel(path: str | Path) -> str:
+    """Return `path` as printed in a notebook: relative to the project root, else to $FASTLOOPS_DATA or ~.
+
+    Stored outputs must not show the machine's absolute paths. Explained in notebooks/00_setup.ipynb.
+    """
+    path = Path(path).expanduser().absolute()
+    anchors = [(project_root().absolute(), "")]
+    anchors += [(Path(os.environ[env]).expanduser().absolute(), f"${env}")
+                for env in ("FASTLOOPS_DATA", "FASTLOOPS_RESULTS") if os.environ.get(env)]
+    anchors.append((Path.home().absolute(), "~"))
+    for root, label in anchors:
+        if path == root or root in path.parents:
+            inner = path.relative_to(root).as_posix()
+            if not label:
+                return inner if inner != "." else "."
+            return label if inner == "." else f"{label}/{inner}"
+    return path.name  # outside every known folder: the name alone carries no machine detail

@@ -73,17 +73,17 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def bench_claims(docs: dict[str, dict]) -> pd.DataFrame:
-    """Return the claims a benchmark also measured, with the benchmark run's value and status."""
+def targets(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return the benchmarks' targets with the value of the benchmark run saved here, and whether it met them."""
     rows = []
-    for c in claims.CLAIMS:
-        doc = benchmarks(docs).get(c.bench)
-        if doc is None:
-            continue
-        value = claims.value_of(doc["figures"], c.key)
-        rows.append({"claim": c.name, "benchmark": c.bench, "benchmark run": value, "needs": c.needed(),
-                     "status": claims.status(c.name, value, _device(doc))})
-    return pd.DataFrame(rows, columns=["claim", "benchmark", "benchmark run", "needs", "status"])
+    for t in claims.TARGETS:
+        doc = benchmarks(docs).get(t.benchmark)
+        value = claims.value_of(doc["figures"], t.figure) if doc else None
+        met = t.met(value)
+        rows.append({"benchmark": t.benchmark.removeprefix(BENCH_PREFIX), "figure": t.figure,
+                     "target": t.needed(), "benchmark run": value,
+                     "verdict": "not run" if met is None else ("met" if met else "missed")})
+    return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "verdict"])
 
 
 def checklist(docs: dict[str, dict]) -> pd.DataFrame:

@@ -86,10 +86,12 @@ def test_evaluate_reads_only_the_notebooks(docs):
     assert set(table.status) <= set(claims.STATUSES)
 
 
-def test_benchmarks_have_their_own_table(docs):
-    table = runs.bench_claims(docs)
-    assert _row(table, "helpers_over_numpy")["benchmark run"] == 1.4
-    assert set(table.benchmark) == {"bench-loops"}
+def test_benchmark_targets_read_only_benchmarks(docs):
+    table = runs.targets(docs).set_index("figure")
+    assert table.loc["helpers_over_numpy", "benchmark run"] == 1.4  # bench-loops, not notebook 01's 0.7
+    assert table.loc["helpers_over_numpy", "verdict"] == "missed"  # target <= 1.0
+    assert table.loc["dataloader_nw0_over_helpers", "verdict"] == "met"
+    assert table.loc["helpers_gb_per_s", "verdict"] == "not run"
 
 
 def test_checklist_orders_by_payoff_from_notebooks_only(docs):

@@ -315,10 +315,10 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
 
 
 def quote(name: str) -> str:
-    """Return the seed's figure with who published it, for a printed sentence."""
+    """Return the seed's figure with who published it, for a printed sentence: "seed 004: 20,452 vs 669 fps"."""
     c = get(name)
-    where = c.source or f"seed {c.seed}"
-    return f"{c.seed_figure} ({where})" if c.seed_figure else f"({where}: no figure)"
+    where = c.source or (f"seed {c.seed}" if c.seed[:1].isdigit() else c.seed)
+    return f"{where}: {c.seed_figure}" if c.seed_figure else f"{where}: no figure"
 
 
 def line(name: str, measured: Any = None, why: str = "", device: str | None = None) -> str:
@@ -331,7 +331,7 @@ def line(name: str, measured: Any = None, why: str = "", device: str | None = No
     else:
         got = f"measured {v:.3g}{c.unit}"
     gpu = " on a GPU" if c.needs == "gpu" else ""
-    seed = f" (seed: {quote(name)})" if c.seed_figure else ""
+    seed = f" ({quote(name)})" if c.seed_figure else ""
     return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, v, device)}{seed}"
 
 

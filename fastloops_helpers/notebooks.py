@@ -143,12 +143,16 @@ def run_all(paths: list[Path], out_dir: Path | None,
 
 
 def save_times(path: Path, times: dict[str, float], failed: list[str], started: str) -> dict[str, Any]:
-    """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}})."""
+    """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}}).
+
+    `started` is kept per notebook, so a result a notebook saved before its latest run shows as a leftover.
+    """
     doc = load_times(path)
     entry = doc.get(config.scale(), {"seconds": {}, "failed": []})
     entry["seconds"] = {**entry.get("seconds", {}), **{k: round(v, 1) for k, v in times.items()}}
     entry["failed"] = sorted((set(entry.get("failed", [])) - set(times)) | set(failed))
-    entry |= {"machine": machine(), "started": started}
+    starts = entry.get("started") if isinstance(entry.get("started"), dict) else {}
+    entry |= {"machine": machine(), "started": {**starts, **{k: started for k in times}}}
     doc[config.scale()] = entry
     atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return doc
@@ -162,6 +166,12 @@ def load_times(path: Path) -> dict[str, Any]:
     if "seconds" in doc and "scale" in doc:  # the earlier single-scale format
         return {doc["scale"]: {"seconds": doc["seconds"], "failed": doc.get("failed", [])}}
     return doc
+
+
+def started_at(entry: dict[str, Any], name: str) -> str:
+    """Return when notebook file `name`'s latest run at this entry's scale started ("" when unknown)."""
+    started = entry.get("started", "")
+    return started.get(name, "") if isinstance(started, dict) else str(started)
 
 
 def machine() -> str:
@@ -186,7 +196,7 @@ def card_text(name: str, times: dict[str, Any]) -> str | None:
         if name in entry.get("seconds", {}):
             parts.append(f"{scale} {duration(entry['seconds'][name])}")
             machines.add(entry.get("machine", "?"))
-            dates.add(str(entry.get("started", ""))[:10])
+            dates.add(str(started_at(entry, name))[:10])
     if not parts:
         return None
     where = "; ".join(sorted(machines))

@@ -80,9 +80,8 @@ def build(folder: Path | None = None) -> Path:
 def _warnings(docs: dict[str, dict], times: dict[str, Any], scales: list[str]) -> list[str]:
     lines = [f"- `{k}` is saved by {', '.join(v)}: two quantities share a name (rename one)"
              for k, v in runs.conflicts(docs).items()]
-    for scale in scales:
-        lines += [f"- `{k}` was saved before this {scale} run started: it is left over from an earlier run"
-                  for k in runs.stale(docs, times.get(scale, {}).get("started"))]
+    lines += [f"- `{k}` was saved before its notebook's latest run started: a leftover of an earlier run"
+              for k in runs.stale(docs, times)]
     return ["## Warnings\n", "\n".join(lines) + "\n"] if lines else []
 
 

@@ -96,8 +96,15 @@ def checklist(docs: dict[str, dict]) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def stale(docs: dict[str, dict], since: str | None) -> list[str]:
-    """Return the notebook results saved before `since` (an ISO date): left over from an earlier run."""
-    if not since:
-        return []
-    return [k for k, d in notebooks(docs).items() if str(d["provenance"].get("date", "")) < since]
+def stale(docs: dict[str, dict], times: dict[str, Any]) -> list[str]:
+    """Return the notebook results saved before their notebook's latest run at their scale started: leftovers.
+
+    `times` is the runner's results/notebook_times.json ({scale: {"started": {"NN_x.ipynb": ISO date}}}).
+    """
+    found = []
+    for name, doc in notebooks(docs).items():
+        started = times.get(doc["provenance"].get("scale"), {}).get("started", {})
+        start = started.get(f"{name}.ipynb", "") if isinstance(started, dict) else ""
+        if start and str(doc["provenance"].get("date", "")) < start:
+            found.append(name)
+    return found

@@ -19,7 +19,7 @@ def test_check_prints_one_verdict_line(capsys):
     claims.check("slide_100_speedup", 24.0)
     out = capsys.readouterr().out
     assert out.count("\n") == 1
-    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed: 122 µs")
+    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed 000/001: 122 µs")
 
 
 def test_check_reads_the_figure_from_a_figures_dict_and_ratios():
@@ -111,3 +111,14 @@ def test_conflicting_names_are_found(tmp_path):
     measure.save_results("10_ffcv_otto", {"ffcv_over_dataloader_load": 10.0}, path=tmp_path / "a.json")
     measure.save_results("11_ffcv_cifar", {"ffcv_over_dataloader_load": 30.0}, path=tmp_path / "b.json")
     assert runs.conflicts(runs.load(tmp_path)) == {"ffcv_over_dataloader_load": ["10_ffcv_otto", "11_ffcv_cifar"]}
+
+
+def test_results_saved_before_their_notebooks_latest_run_are_leftovers(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")
+    measure.save_results("01_the_question", {"a": 1.0}, path=tmp_path / "a.json")
+    measure.save_results("02_getitem_cost", {"b": 1.0}, path=tmp_path / "b.json")
+    docs = runs.load(tmp_path)
+    times = {"smoke": {"started": {"01_the_question.ipynb": "2000-01-01T00:00:00+00:00",
+                                   "02_getitem_cost.ipynb": "2999-01-01T00:00:00+00:00"}},
+             "workshop": {"started": {"01_the_question.ipynb": "2999-01-01T00:00:00+00:00"}}}
+    assert runs.stale(docs, times) == ["02_getitem_cost"]  # 01's smoke result is newer than its smoke run

@@ -32,6 +32,7 @@ class Figures:
     batch_size: float               # mean samples per batch
     first_batch_s: float
     p50_s: float
+    epoch_start_s: float = 0.0      # median first-batch wait over the epochs seen (restarts included)
     load_s: float | None = None     # seconds one worker (or the main thread) spends fetching + collating a batch
     fetch_per_sample_s: float | None = None
     is_dataloader: bool = False
@@ -147,12 +148,13 @@ def _thread_prefetch(f: Figures) -> Recommendation | None:
 def _persistent_workers(f: Figures) -> Recommendation | None:
     if not (f.is_dataloader and f.num_workers and not f.persistent_workers and f.epoch_batches):
         return None
-    if f.first_batch_s < FIRST_BATCH_FACTOR * f.p50_s:
+    start = max(f.first_batch_s, f.epoch_start_s)
+    if start < FIRST_BATCH_FACTOR * f.p50_s:
         return None
-    epoch = f.first_batch_s + (f.epoch_batches - 1) * f.batch_s
-    saved = f.first_batch_s - f.p50_s  # start-up every epoch, gone after the first with persistent workers
+    epoch = start + (f.epoch_batches - 1) * f.p50_s
+    saved = start - f.p50_s  # start-up every epoch, gone after the first with persistent workers
     return Recommendation("persistent_workers=True",
-                          f"the first batch took {f.first_batch_s:.3g} s, {f.first_batch_s / f.p50_s:.0f}x a steady "
+                          f"an epoch's first batch takes {start:.3g} s, {start / f.p50_s:.0f}x a steady "
                           f"batch, and every epoch of {f.epoch_batches} batches pays it again",
                           epoch / (epoch - saved), "07", {"epoch_s": epoch})
 

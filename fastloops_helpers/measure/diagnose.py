@@ -46,6 +46,7 @@ class Diagnosis:
     step_share: float           # share of wall time in the step
     copy_share: float           # share of wall time in `copy` (the host-to-device transfer, if given)
     first_batch_s: float        # from iter(loader) to the first batch in hand (worker start-up included)
+    epoch_start_s: float        # median over epochs of the first batch's wait (the end of the last epoch included)
     batch_p50_s: float          # per-batch time (end of one step to the end of the next), median ...
     batch_p95_s: float          # ... and 95th percentile
     replay_samples_per_s: float  # the step alone over cached batches: loading free
@@ -69,6 +70,7 @@ class Diagnosis:
         """Return the measured figures as a two-column table (figure, value)."""
         rows = {"samples/s": self.samples_per_s, "wait share": self.wait_share, "step share": self.step_share,
                 "copy share": self.copy_share, "first batch (s)": self.first_batch_s,
+                "epoch start (s)": self.epoch_start_s,
                 "batch p50 (ms)": self.batch_p50_s * 1e3, "batch p95 (ms)": self.batch_p95_s * 1e3,
                 "step alone, samples/s": self.replay_samples_per_s, "headspace (x)": self.headspace,
                 **{f"PSS {k} (MB)": v for k, v in self.pss_mb.items()},
@@ -185,7 +187,7 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
         if copy is not None:
             run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
         run.rows.append({"begin": begin, "end": t3, "wait": t1 - (begin if first else t0), "copy": t2 - t1,
-                         "step": t3 - t2, "samples": batch_size(batch)})
+                         "step": t3 - t2, "samples": batch_size(batch), "first": first})
         if warmup <= n < warmup + replay:
             run.cached.append(batch)
         begin, first = t3, False
@@ -280,6 +282,7 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
     return Diagnosis(
         samples_per_s=rate, wait_share=float(window["wait"].sum()) / wall, step_share=float(window["step"].sum()) / wall,
         copy_share=float(window["copy"].sum()) / wall, first_batch_s=float(rows["wait"].iloc[0]),
+        epoch_start_s=figures.epoch_start_s,
         batch_p50_s=float(per_batch.median()), batch_p95_s=p95(per_batch.tolist()),
         replay_samples_per_s=replay_rate, headspace=replay_rate / rate, pss_mb=run.pss_mb,
         stages_ms={k: v * 1e3 for k, v in stages.items()}, batches=len(window), samples=samples,
@@ -301,7 +304,8 @@ def _figures(run: _Run, loader: Iterable[Any], stages: dict[str, float], batch_s
     mean_size = float(np.mean([r["samples"] for r in run.rows]))
     load = stages.get("fetch", 0.0) + stages.get("collate", 0.0) if "fetch" in stages else None
     f = advice.Figures(batch_s=batch_s, step_s=step_s, wait_share=wait_share, headspace=headspace,
-                       batch_size=mean_size, first_batch_s=run.rows[0]["wait"], p50_s=p50, load_s=load,
+                       batch_size=mean_size, first_batch_s=run.rows[0]["wait"], p50_s=p50,
+                       epoch_start_s=median([r["wait"] for r in run.rows if r["first"]]), load_s=load,
                        fetch_per_sample_s=stages["fetch"] / mean_size if "fetch" in stages else None,
                        cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     if isinstance(loader, DataLoader):

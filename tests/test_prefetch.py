@@ -4,7 +4,8 @@ import warnings
 import pytest
 import torch
 
-from fastloops_helpers.load import prefetch, tree
+from fastloops_helpers import tree
+from fastloops_helpers.load import prefetch
 from fastloops_helpers.load.prefetch import CUDAPrefetcher, ThreadPrefetcher, one_ahead
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

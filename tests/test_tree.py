@@ -8,7 +8,7 @@ import torch
 from tensordict import TensorDict
 
 from fastloops_helpers import BatchLoader, ThreadPrefetcher, move_to
-from fastloops_helpers.load import tree
+from fastloops_helpers import tree
 from fastloops_helpers.load.getitems import SampleListDataset
 
 Pair = collections.namedtuple("Pair", "X y")

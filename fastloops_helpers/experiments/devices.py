@@ -13,7 +13,7 @@ import torch
 
 from .. import config, measure
 from ..load.devices import move_to
-from ..load.tree import is_tensor_collection
+from ..tree import is_tensor_collection
 from ..teach.slides import slide_move_to, slide_xs
 from . import BenchResult
 

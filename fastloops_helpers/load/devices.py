@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from .tree import is_tensor_collection, map_leaves
+from ..tree import is_tensor_collection, map_leaves
 
 Tensor = torch.Tensor
 

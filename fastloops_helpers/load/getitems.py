@@ -13,7 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import rows
-from .tree import map_leaves
+from ..tree import map_leaves
 
 
 class RowDataset(Dataset):

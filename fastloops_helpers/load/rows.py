@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .tree import LeafError, is_tensor_collection, leaves, map_leaves
+from ..tree import LeafError, is_tensor_collection, leaves, map_leaves
 
 NOT_ROWS = ("{where} is a {kind}, which cannot be indexed by a batch of indices: pass a tensor, a numpy array or "
             "memmap, a TensorDict or tensorclass, a dict/tuple/list/namedtuple/dataclass of these, or a Dataset "

@@ -20,9 +20,9 @@ import pandas as pd
 import psutil
 import torch
 from matplotlib.figure import Figure
-from torch.utils._pytree import tree_leaves
 from torch.utils.data import DataLoader, IterableDataset
 
+from ..tree import batch_len, tensors
 from . import advice, timeline
 from .clock import measure, now, sync
 from .stats import median, p95
@@ -202,14 +202,8 @@ def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:
 
 
 def batch_size(batch: Any) -> int:
-    """Return the number of samples in `batch`: the leading size of its first tensor or array (else its len)."""
-    for leaf in tree_leaves(batch):
-        shape = getattr(leaf, "shape", None)
-        if shape is not None and len(shape) > 0:
-            return int(shape[0])
-        if hasattr(leaf, "__len__") and not isinstance(leaf, (str, bytes)):
-            return len(leaf)
-    return 1
+    """Return the number of samples in `batch`: the leading size of its first tensor or array (else 1)."""
+    return batch_len(batch) or 1
 
 
 def _close(it: Iterator[Any], source: Iterable[Any]) -> None:
@@ -327,7 +321,7 @@ def _cuda_figures(f: advice.Figures, cached: list[Any], device: Any) -> None:
     """Fill in whether the step used CUDA on pageable batches, and the measured time to copy one batch."""
     if not (torch.cuda.is_available() and torch.cuda.is_initialized()) or not cached:
         return
-    host = [t for t in tree_leaves(cached[0]) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
+    host = [t for t in tensors(cached[0]) if isinstance(t, torch.Tensor) and t.device.type == "cpu"]
     f.cuda_step = True
     f.pageable = bool(host) and not any(t.is_pinned() for t in host)
     if f.pageable:

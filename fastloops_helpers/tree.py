@@ -66,6 +66,19 @@ def tensors(obj: Any) -> list[Tensor]:
     return found
 
 
+def batch_len(batch: Any) -> int:
+    """Return the number of samples in a batch: the leading size of its first array-like leaf (else 1)."""
+    kids = children(batch) if not _is_unsupported(batch) else None
+    if kids is None:
+        shape = getattr(batch, "shape", getattr(batch, "batch_size", None))
+        return int(shape[0]) if shape is not None and len(shape) > 0 else 0
+    for _, child in kids:
+        n = batch_len(child)
+        if n:
+            return n
+    return 0
+
+
 def children(obj: Any) -> list[tuple[str, Any]] | None:
     """Return (path suffix, child) for a container's children, or None for a leaf."""
     if isinstance(obj, Tensor) or is_tensor_collection(obj):

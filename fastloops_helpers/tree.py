@@ -68,7 +68,10 @@ def tensors(obj: Any) -> list[Tensor]:
 
 def batch_len(batch: Any) -> int:
     """Return the number of samples in a batch: the leading size of its first array-like leaf (else 1)."""
-    kids = children(batch) if not _is_unsupported(batch) else None
+    try:
+        kids = children(batch)
+    except LeafError:  # a container we do not walk (a set, a deque): not a batch of rows
+        kids = None
     if kids is None:
         shape = getattr(batch, "shape", getattr(batch, "batch_size", None))
         return int(shape[0]) if shape is not None and len(shape) > 0 else 0

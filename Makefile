@@ -8,7 +8,7 @@ RESULTS := results
 NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
            --nbval-cell-timeout=600 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test reproduce notebooks lab bench clean
+.PHONY: setup test reproduce notebooks lab bench clean slides site twins slides-meta
 
 setup:  ## create .venv and install everything (ffcv when its system libraries can be had)
 	@bash .ci/setup.sh $(PYTHON)
@@ -19,21 +19,34 @@ test:  ## unit tests + nbval over every notebook at the smoke scale
 	FASTLOOPS_SCALE=smoke FASTLOOPS_RESULTS=$(RESULTS)/smoke $(PY) -m pytest -q tests notebooks $(NBVAL); rc=$$?; \
 	echo "make test: $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; exit $$rc
 
-reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md
+reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md, README's tables, the cards' run times
 	@start=$$(date +%s); \
 	bash .ci/setup.sh $(PYTHON) && \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.notebooks run --out $(RESULTS)/notebooks \
 	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json; rc=$$?; \
 	echo "[reproduce] benchmarks (elapsed $$(( $$(date +%s) - start )) s)"; \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.bench all || rc=1; \
-	$(PY) -m fastloops_helpers.report --results $(RESULTS) || rc=1; \
+	$(PY) -m fastloops_helpers.report --results $(RESULTS) --readme README.md || rc=1; \
+	$(PY) -m fastloops_helpers.notebooks cards --times $(RESULTS)/notebook_times.json || rc=1; \
 	echo "make reproduce: $$([ $$rc = 0 ] && echo done || echo FAILED) in $$(( $$(date +%s) - start )) s; see $(RESULTS)/REPORT.md"; exit $$rc
 
 notebooks:  ## re-execute the committed notebooks in place at the workshop scale (refreshes stored outputs)
 	@bash .ci/setup.sh $(PYTHON) && FASTLOOPS_SCALE=workshop $(PY) -m fastloops_helpers.notebooks run --inplace $(NB)
 
-lab:  ## JupyterLab on the venv
-	@bash .ci/setup.sh $(PYTHON) lab && $(VENV)/bin/jupyter lab notebooks
+lab:  ## JupyterLab in notebooks/ on 127.0.0.1 (root too, offline); prints the URL to open
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.lab
+
+slides:  ## an offline reveal.js deck of one notebook: make slides NB=notebooks/07_dataloader_anatomy.ipynb
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.deck $(or $(NB),$(error give NB=notebooks/NN_topic.ipynb)) --out $(RESULTS)/slides
+
+site:  ## a browsable site of the executed notebooks (stored outputs, no re-run) in results/site
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.site --out $(RESULTS)/site --results $(RESULTS)
+
+twins:  ## regenerate the text twins notebooks/py/NN_topic.py (jupytext percent scripts) for review
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.twins write
+
+slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastloops_helpers/publish/slides.py
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.slides tag $(NB)
 
 bench:  ## one benchmark: make bench NAME=loops [SCALE=...]
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.bench $(NAME) --scale $(SCALE)

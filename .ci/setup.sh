@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One idempotent set-up for `make test`, `make reproduce`, `make notebooks` and `make lab`.
-# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders)
+# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders,lab,docs)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:-python3}
@@ -50,11 +50,23 @@ if ! have_syslibs; then
   fi
 fi
 
+# 4b. Debian's chromium for the browser tests (tests/test_browser.py skips without it).
+if ! command -v chromium >/dev/null && [ -z "${FASTLOOPS_NO_BROWSER:-}" ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    say "installing chromium with apt for the browser tests (FASTLOOPS_NO_BROWSER=1 skips this)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null 2>&1; apt-get install -y -q chromium >/dev/null 2>&1 \
+      || say "WARNING: apt-get install chromium failed; the browser tests will skip"
+  else
+    say "no chromium: the browser tests will skip (to run them: sudo apt-get install -y chromium)"
+  fi
+fi
+
 # 5. Python packages: the project with its extras, then ffcv when it can build.
 LOG=$VENV/pip.log
 pip_install() { "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" >"$LOG" 2>&1; }
 say "installing Python packages into $VENV (Python $PYVER; first time about 5 min)"
-if ! pip_install -e ".[test,tf,decoders${EXTRA:+,$EXTRA}]"; then
+if ! pip_install -e ".[test,tf,decoders,lab,docs${EXTRA:+,$EXTRA}]"; then
   grep -v "^WARNING: Location" "$LOG" | tail -30; say "ERROR: pip install failed (log: $LOG)"; exit 1
 fi
 if have_syslibs && ! "$PY" -c 'import ffcv' 2>/dev/null; then

@@ -47,7 +47,6 @@ class Claim:
     at_least: float | None = None    # holds when measured >= at_least ...
     at_most: float | None = None     # ... and measured <= at_most; neither: a yes/no claim
     unit: str = "x"
-    bench: str = ""                  # a benchmark that measures the same figure ("bench-getitem")
     needs: str = ""                  # "": measurable here; "gpu": the effect needs a GPU; "published"
     source: str = ""                 # where a published figure comes from
 
@@ -73,7 +72,7 @@ def _c(name: str, seed: str, claim: str, seed_figure: str, notebook: str, **kw: 
 N00, N01, N02, N03, N04 = "00_setup", "01_the_question", "02_getitem_cost", "03_custom_loader", "04_fast_shuffle"
 N05, N06, N07, N08 = "05_fusion", "06_device_moves", "07_dataloader_anatomy", "08_read_and_decode"
 N09, N10, N11, N12 = "09_precompute_memmap", "10_ffcv_otto", "11_ffcv_cifar", "12_scaling_out"
-N14, N15 = "14_threads_vs_processes", "15_diagnose"
+N14, N15 = "14_threads_vs_processes", "15_is_my_loop_input_bound"
 SPDL = "SPDL paper"
 SPDL_SOURCE = "arXiv 2504.20067 (Meta, SPDL), ImageNet iteration vs the PyTorch DataLoader"
 
@@ -90,12 +89,12 @@ CLAIMS: tuple[Claim, ...] = (
        "the slide's opening question", N01, figure="ms_per_epoch_dataloader_workers/ms_per_epoch_numpy",
        at_least=10),
     _c("dataloader_nw0_over_helpers", "000/001", "a batched loader beats the per-sample DataLoader",
-       "the slide's opening question", N01, at_least=10, bench="bench-loops"),
+       "the slide's opening question", N01, at_least=10),
     _c("helpers_over_numpy", "project", "the helpers' loader is as fast as the numpy loop (epoch time ratio)",
-       "numpy is the slide's fastest loop", N01, at_most=1.0, bench="bench-loops"),
+       "numpy is the slide's fastest loop", N01, at_most=1.0),
     # 02: __getitem__ cost
     _c("slide_100_speedup", "000/001", "one batched fetch of 100 items beats 100 single fetches stacked",
-       "122 µs vs 3.42 µs (36x)", N02, at_least=5, bench="bench-getitem"),
+       "122 µs vs 3.42 µs (36x)", N02, at_least=5),
     _c("getitems_collate_speedup", "000/001", "`__getitems__` with a pass-through collate beats the per-sample "
        "DataLoader", "", N02, at_least=3),
     # 03: a custom loader
@@ -109,7 +108,7 @@ CLAIMS: tuple[Claim, ...] = (
        "", N03, figure="93_slide_FastDataloader_ms/93_BatchLoader_ms", at_least=1.0),
     # 04: shuffling
     _c("grouped_speedup_headline", "000/001", "a grouped permutation is much cheaper than a full one for a big "
-       "index", "plot p4/p5 (no number)", N04, at_least=2, bench="bench-shuffle"),
+       "index", "plot p4/p5 (no number)", N04, at_least=2),
     _c("grouped_entropy_largest_over_full", "project", "class-sized groups ruin the class mix", "", N04,
        at_most=0.5),
     _c("quasi_random_entropy_min_over_full", "project", "FFCV's quasi-random order keeps the class mix", "", N04,
@@ -119,15 +118,14 @@ CLAIMS: tuple[Claim, ...] = (
        "cache", "plot p6 (no number)", N05, at_least=1.5),
     # 06: moving nested data
     _c("move_to_over_fastest", "000/001", "the helpers' move_to is as fast as the slide's ways to move nested "
-       "data", "", N06, at_most=1.5, bench="bench-devices"),
+       "data", "", N06, at_most=1.5),
     _c("jax_device_put_moves_all", "000/001", "`jax.device_put` puts any nested structure on a device",
        "jax.device_put (no number)", N06),
     _c("pinned_copy_speedup", "002", "pinned host memory copies to the GPU faster than pageable memory",
        "pin_memory=True (no number)", N06, at_least=1.2, needs="gpu"),
     # 07: DataLoader anatomy
     _c("workers2_over_workers0", "002", "DataLoader workers hide per-sample JPEG decoding (2 workers vs 0)",
-       "timeline diagrams", N07, figure="ladder_img_per_s_2/ladder_img_per_s_0", at_least=1.3,
-       bench="bench-workers"),
+       "timeline diagrams", N07, figure="ladder_img_per_s_2/ladder_img_per_s_0", at_least=1.3),
     _c("workers2_parallelism", "002", "two workers load batches in parallel", "timeline diagrams", N07,
        at_least=1.2),
     _c("thread_prefetch_overlap_share", "002", "a prefetch thread loads while the step runs", "timeline diagrams",
@@ -153,20 +151,20 @@ CLAIMS: tuple[Claim, ...] = (
        at_least=1.0, needs="gpu"),
     # 09: precompute + memmap (seed 004, the tensordict tutorial)
     _c("memmap_train_speedup", "004", "memmap + batched transforms beat ImageFolder + DataLoader on train",
-       "1,646 vs 1,017 fps on CPU (1.6x)", N09, at_least=1.5, bench="bench-imagefolder"),
+       "1,646 vs 1,017 fps on CPU (1.6x)", N09, at_least=1.5),
     _c("memmap_val_speedup", "004", "memmap + batched transforms beat ImageFolder + DataLoader on val",
-       "20,452 vs 669 fps on CPU (31x)", N09, at_least=5, bench="bench-imagefolder"),
+       "20,452 vs 669 fps on CPU (31x)", N09, at_least=5),
     _c("memmap_val_same_batches", "004", "both val pipelines produce the same batches", "", N09),
     _c("tutorial_imagenet_a100_speedup", "004", "on ImageNet with an A100 the tutorial's pipeline loads about "
        "10x faster than torch + torchvision", "10x speedup in data-loading", N09, at_least=10, needs="gpu",
        source="the tensordict tutorial, ImageNet on an A100"),
     # 10: FFCV on Otto (seed 003)
     _c("otto_ffcv_over_dataloader_load", "003", "FFCV loads Otto batches much faster than a per-sample "
-       "DataLoader", "0.95 ms vs 10.4 ms per step on a GPU (-91 %)", N10, at_least=3, bench="bench-otto"),
+       "DataLoader", "0.95 ms vs 10.4 ms per step on a GPU (-91 %)", N10, at_least=3),
     _c("otto_helpers_over_ffcv_load", "project", "the helpers' loader loads Otto at least as fast as FFCV", "",
-       N10, at_least=1.0, bench="bench-otto"),
+       N10, at_least=1.0),
     _c("otto_helpers_over_dataloader_load", "project", "the helpers' loader loads Otto far faster than "
-       "DataLoader", "", N10, at_least=10, bench="bench-otto"),
+       "DataLoader", "", N10, at_least=10),
     _c("otto_val_acc_spread", "project", "every loader trains to the same accuracy", "", N10, at_most=0.03,
        unit=""),
     _c("otto_val_acc_over_majority", "project", "the MLP beats the majority class", "", N10, at_least=0.05,
@@ -178,17 +176,17 @@ CLAIMS: tuple[Claim, ...] = (
        "-91 % (median uplift, on a GPU)", N10, at_most=-50, unit=" %", needs="gpu"),
     # 11: FFCV on CIFAR-10 (seed 003)
     _c("cifar_ffcv_over_dataloader_load", "003", "FFCV's load-only step is far faster than DataLoader's on "
-       "CIFAR-10", "0.82 ms vs 28.9 ms load-only (-97 %)", N11, at_least=3, bench="bench-cifar"),
+       "CIFAR-10", "0.82 ms vs 28.9 ms load-only (-97 %)", N11, at_least=3),
     _c("cifar_step_gain_over_load_gain", "003", "the full WRN step gains much less than loading alone",
        "-11 % full step vs -97 % load-only", N11, at_most=0.5),
     _c("cifar_helpers_over_dataloader_load", "project", "the helpers load CIFAR far faster than DataLoader", "",
-       N11, at_least=3, bench="bench-cifar"),
+       N11, at_least=3),
     _c("cifar_dataloader_load_share_pct", "003", "the WRN dominates the step: loading is under half of it", "",
        N11, at_most=50, unit=" %"),
     _c("cifar_dataloader_step_over_ffcv_step", "003", "with a heavy WRN the full-step gap shrinks (overlap on "
-       "the GPU)", "25.8 ms vs 29.1 ms (-11 %)", N11, at_least=1.0, needs="gpu", bench="bench-cifar"),
+       "the GPU)", "25.8 ms vs 29.1 ms (-11 %)", N11, at_least=1.0, needs="gpu"),
     _c("cifar_helpers_over_ffcv_load", "project", "the helpers' on-the-fly CIFAR path loads at least as fast as "
-       "FFCV's decoder", "", N11, at_least=1.0, bench="bench-cifar"),
+       "FFCV's decoder", "", N11, at_least=1.0),
     # 12: scaling out
     _c("ddp_matches_single", "001/002", "DDP on shards trains the same weights as one process on the global "
        "batch", "DDP as the automatic solution", N12),
@@ -202,19 +200,52 @@ CLAIMS: tuple[Claim, ...] = (
        source=SPDL_SOURCE),
     _c("spdl_memory_saving_gb", SPDL, "... and less memory", "50 GB less memory", N14, needs="published",
        unit=" GB", source=SPDL_SOURCE),
-    _c("helpers_threads_over_limit", "project", "the thread loader reaches most of the decode limit "
-       "(best decoder's 1-thread rate x cores)", "", N14, at_least=0.8, bench="bench-threads"),
-    _c("helpers_threads_over_dataloader_best", "project", "the thread loader is at least as fast as the best "
-       "DataLoader", "", N14, at_least=1.0, bench="bench-threads"),
-    _c("helpers_threads_over_spdl", "project", "the thread loader is at least as fast as SPDL's pipeline", "",
-       N14, at_least=1.0, bench="bench-threads"),
-    _c("helpers_threads_pss_over_dataloader_best", "project", "the thread loader uses at most half the "
-       "DataLoader's memory (PSS)", "", N14, at_most=0.5, bench="bench-threads"),
     # 15: diagnose (issue 14)
     _c("diagnose_input_bound_found", "project", "diagnose calls the per-sample ImageFolder DataLoader input-bound",
        "", N15),
     _c("diagnose_headspace_over_spdl_cache", "project", "diagnose's headspace agrees with SPDL's CacheDataLoader",
        "", N15, at_least=0.8, at_most=1.25),
+)
+
+
+
+@dataclass(frozen=True)
+class Target:
+    """A benchmark's target on a quiet machine (stricter than a notebook's busy-machine check)."""
+
+    benchmark: str                   # result name, "bench-NAME"
+    figure: str                      # a figure of that benchmark's JSON ("a/b": a ratio)
+    at_least: float | None = None
+    at_most: float | None = None
+    unit: str = "x"
+
+    def needed(self) -> str:
+        """Return the target in words: ">= 3 GB/s"."""
+        op, bound = (">=", self.at_least) if self.at_least is not None else ("<=", self.at_most)
+        return f"{op} {bound:g}{self.unit}"
+
+    def met(self, value: float | None) -> bool | None:
+        """Return whether `value` meets the target (None when not measured)."""
+        if value is None or value != value:
+            return None
+        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
+
+
+TARGETS: tuple[Target, ...] = (
+    Target("bench-loops", "helpers_over_numpy", at_most=1.0),
+    Target("bench-loops", "dataloader_nw0_over_helpers", at_least=50),
+    Target("bench-gather", "helpers_gb_per_s", at_least=3.0, unit=" GB/s"),
+    Target("bench-shuffle", "grouped_speedup_headline", at_least=3.0),
+    Target("bench-devices", "move_to_over_fastest", at_most=1.1),
+    Target("bench-imagefolder", "memmap_train_speedup", at_least=5),
+    Target("bench-imagefolder", "memmap_val_speedup", at_least=20),
+    Target("bench-otto", "otto_helpers_over_ffcv_load", at_least=1.0),
+    Target("bench-otto", "otto_helpers_over_dataloader_load", at_least=10),
+    Target("bench-cifar", "cifar_helpers_over_ffcv_load", at_least=1.0),
+    Target("bench-threads", "helpers_threads_over_limit", at_least=0.8),
+    Target("bench-threads", "helpers_threads_over_dataloader_best", at_least=1.0),
+    Target("bench-threads", "helpers_threads_over_spdl", at_least=1.0),
+    Target("bench-threads", "helpers_threads_pss_over_dataloader_best", at_most=0.5),
 )
 
 # What to do first in a real training loop: each item with the notebook figure that measures its payoff here.
@@ -284,10 +315,10 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
 
 
 def quote(name: str) -> str:
-    """Return the seed's figure with who published it, for a printed sentence."""
+    """Return the seed's figure with who published it, for a printed sentence: "seed 004: 20,452 vs 669 fps"."""
     c = get(name)
-    where = c.source or f"seed {c.seed}"
-    return f"{c.seed_figure} ({where})" if c.seed_figure else f"({where}: no figure)"
+    where = c.source or (f"seed {c.seed}" if c.seed[:1].isdigit() else c.seed)
+    return f"{where}: {c.seed_figure}" if c.seed_figure else f"{where}: no figure"
 
 
 def line(name: str, measured: Any = None, why: str = "", device: str | None = None) -> str:
@@ -300,7 +331,7 @@ def line(name: str, measured: Any = None, why: str = "", device: str | None = No
     else:
         got = f"measured {v:.3g}{c.unit}"
     gpu = " on a GPU" if c.needs == "gpu" else ""
-    seed = f" (seed: {quote(name)})" if c.seed_figure else ""
+    seed = f" ({quote(name)})" if c.seed_figure else ""
     return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, v, device)}{seed}"
 
 

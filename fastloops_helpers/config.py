@@ -62,6 +62,10 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "anatomy.memory_workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # worker counts for it
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read
     "readdecode.images": (12, 60, 300),            # JPEGs decoded per size and decoder
+    # notebook 15 (is my loop input-bound?): diagnose's batch counts, benchmark `diagnose`
+    "diagnose.batches": (8, 24, 60),               # measured batches per loop: more gives steadier shares
+    "diagnose.warmup": (2, 3, 5),                  # batches run first and left out (worker start, caches)
+    "diagnose.replay": (4, 8, 16),                 # cached batches replayed through the step alone (headspace)
     # notebook 12 (DDP with torchrun): the Otto MLP trained by 2 processes
     "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; smoke's odd train split shows DistributedSampler's padding
     "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)
@@ -148,4 +152,23 @@ def _folder(env: str, default: str) -> Path:
 def describe() -> str:
     """Return one line naming the scale, the device and how to change them."""
     return (f"scale={scale()} (FASTLOOPS_SCALE: {'|'.join(SCALES)}), device={device()} "
-            f"(FASTLOOPS_DEVICE), data={data_dir()}, results={results_dir()}")
+            f"(FASTLOOPS_DEVICE), data={rel(data_dir())}, results={rel(results_dir())}")
+
+
+def rel(path: str | Path) -> str:
+    """Return `path` as printed in a notebook: relative to the project root, else to $FASTLOOPS_DATA or ~.
+
+    Stored outputs must not show the machine's absolute paths. Explained in notebooks/00_setup.ipynb.
+    """
+    path = Path(path).expanduser().absolute()
+    anchors = [(project_root().absolute(), "")]
+    anchors += [(Path(os.environ[env]).expanduser().absolute(), f"${env}")
+                for env in ("FASTLOOPS_DATA", "FASTLOOPS_RESULTS") if os.environ.get(env)]
+    anchors.append((Path.home().absolute(), "~"))
+    for root, label in anchors:
+        if path == root or root in path.parents:
+            inner = path.relative_to(root).as_posix()
+            if not label:
+                return inner if inner != "." else "."
+            return label if inner == "." else f"{label}/{inner}"
+    return path.name  # outside every known folder: the name alone carries no machine detail

@@ -1,8 +1,14 @@
-"""Execute the notebooks the way the stored outputs must be made, and clean their metadata.
+"""Execute the notebooks the way the stored outputs must be made, clean them, and refresh their run-time cards.
 
-`python -m fastloops_helpers.notebooks run [--inplace | --out DIR] [--html DIR] [NOTEBOOK ...]`
-runs top to bottom in a fresh kernel with fd capture off (NOTEBOOK_TESTING.md: what nbval
-sees under pytest is what gets stored), no timing metadata, and prints progress and a total.
+`python -m fastloops_helpers.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
+runs top to bottom in a fresh kernel with fd capture off (NOTEBOOK_TESTING.md: what nbval sees under pytest
+is what gets stored), no timing metadata; it stores each progress bar as its final line, saves the seconds per
+notebook and scale in results/notebook_times.json and, with --inplace, rewrites each card's run-time line.
+`python -m fastloops_helpers.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
+
+A card's run-time line is generated where the notebook's first cell holds the marker, e.g.
+`| **Run time** | <!-- run-time --> |`: everything after the marker up to the next `|` is replaced by
+`smoke ~12 s · workshop ~40 s (measured on <CPU>, <date>)`.
 """
 
 from __future__ import annotations
@@ -10,14 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
-import time
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
-from . import config
+from . import config, measure
+from .atomic import atomic_write_text
 
 NOTEBOOKS = "notebooks"
+TIMES_FILE = "notebook_times.json"
+RUN_TIME_MARKER = "<!-- run-time -->"
 VOLATILE_CELL_KEYS = ("execution", "collapsed", "scrolled", "ExecuteTime")
+_CARRIAGE = re.compile(r"^.*\r(?=[^\n])", re.MULTILINE)  # the same rule nbval applies before comparing
+_CARD_LINE = re.compile(re.escape(RUN_TIME_MARKER) + r"[^|\n]*")
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -31,13 +44,43 @@ def notebook_paths(names: list[str] | None = None) -> list[Path]:
     return sorted((config.project_root() / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb"))
 
 
-def clean(nb: dict) -> dict:
-    """Drop volatile metadata (timings, widget state) and keep outputs and execution counts."""
+def coalesce_streams(outputs: list[Any]) -> list[Any]:
+    """Merge a cell's stream outputs by name and keep only the final state of each carriage-returned line."""
+    merged: list[Any] = []
+    streams: dict[str, Any] = {}
+    for out in outputs:
+        if out.get("output_type") != "stream":
+            merged.append(out)
+        elif out["name"] in streams:
+            streams[out["name"]]["text"] += _text(out)
+        else:
+            out["text"] = _text(out)
+            streams[out["name"]] = out
+            merged.append(out)
+    for out in streams.values():
+        out["text"] = resolve_carriage_returns(out["text"])
+    return [o for o in merged if o.get("output_type") != "stream" or o["text"]]
+
+
+def resolve_carriage_returns(text: str) -> str:
+    """Return `text` with each `\\r`-rewritten line at its last state (a progress bar's final frame)."""
+    return _CARRIAGE.sub("", text)
+
+
+def _text(out: Any) -> str:
+    text = out.get("text", "")
+    return "".join(text) if isinstance(text, list) else text
+
+
+def clean(nb: Any) -> Any:
+    """Drop volatile metadata, coalesce stream outputs (one line per progress bar); keep outputs and counts."""
     nb["metadata"].pop("widgets", None)
     nb["metadata"]["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     for cell in nb["cells"]:
         for key in VOLATILE_CELL_KEYS:
             cell.get("metadata", {}).pop(key, None)
+        if cell.get("cell_type") == "code":
+            cell["outputs"] = coalesce_streams(cell.get("outputs", []))
     return nb
 
 
@@ -50,13 +93,14 @@ def execute(path: Path, out: Path, timeout: int = 1800) -> float:
     client = NotebookClient(nb, kernel_name="python3", timeout=timeout, record_timing=False,
                             resources={"metadata": {"path": str(path.parent.resolve())}},
                             extra_arguments=["--IPKernelApp.capture_fd_output=False"])
-    start = time.perf_counter()
+    timer = measure.Timer(device="cpu")
     try:
-        client.execute()
+        with timer:
+            client.execute()
     finally:
         out.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(clean(nb), out)
-    return time.perf_counter() - start
+    return timer.seconds
 
 
 def export_html(path: Path, folder: Path) -> Path:
@@ -79,42 +123,133 @@ def run_all(paths: list[Path], out_dir: Path | None,
     """
     times: dict[str, float] = {}
     failed: list[str] = []
-    start = time.perf_counter()
+    start = measure.now()
     for i, path in enumerate(paths, 1):
         target = path if out_dir is None else out_dir / path.name
         print(f"[{i}/{len(paths)}] {path.name} (scale={config.scale()}) ...", flush=True)
-        t0 = time.perf_counter()
+        t0 = measure.now()
         try:
             times[path.name] = execute(path, target)
         except Exception as exc:  # keep going: one broken notebook must not hide the others' results
             failed.append(path.name)
-            times[path.name] = time.perf_counter() - t0
+            times[path.name] = measure.now() - t0
             print(f"    FAILED: {type(exc).__name__}: {str(exc).strip().splitlines()[-1][:300]}", flush=True)
         if html_dir is not None and target.exists():
             export_html(target, html_dir)
-        print(f"    {times[path.name]:.1f} s (elapsed {time.perf_counter() - start:.0f} s)", flush=True)
-    print(f"total: {time.perf_counter() - start:.0f} s for {len(paths)} notebooks"
+        print(f"    {times[path.name]:.1f} s (elapsed {measure.now() - start:.0f} s)", flush=True)
+    print(f"total: {measure.now() - start:.0f} s for {len(paths)} notebooks"
           + (f"; FAILED: {', '.join(failed)}" if failed else ""), flush=True)
     return times, failed
 
 
+def save_times(path: Path, times: dict[str, float], failed: list[str], started: str) -> dict[str, Any]:
+    """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}}).
+
+    `started` is kept per notebook, so a result a notebook saved before its latest run shows as a leftover.
+    """
+    doc = load_times(path)
+    entry = doc.get(config.scale(), {"seconds": {}, "failed": []})
+    entry["seconds"] = {**entry.get("seconds", {}), **{k: round(v, 1) for k, v in times.items()}}
+    entry["failed"] = sorted((set(entry.get("failed", [])) - set(times)) | set(failed))
+    starts = entry.get("started") if isinstance(entry.get("started"), dict) else {}
+    entry |= {"machine": machine(), "started": {**starts, **{k: started for k in times}}}
+    doc[config.scale()] = entry
+    atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
+    return doc
+
+
+def load_times(path: Path) -> dict[str, Any]:
+    """Return the saved notebook times by scale ({} when none were saved)."""
+    if not Path(path).exists():
+        return {}
+    doc = json.loads(Path(path).read_text())
+    if "seconds" in doc and "scale" in doc:  # the earlier single-scale format
+        return {doc["scale"]: {"seconds": doc["seconds"], "failed": doc.get("failed", [])}}
+    return doc
+
+
+def started_at(entry: dict[str, Any], name: str) -> str:
+    """Return when notebook file `name`'s latest run at this entry's scale started ("" when unknown)."""
+    started = entry.get("started", "")
+    return started.get(name, "") if isinstance(started, dict) else str(started)
+
+
+def machine() -> str:
+    """Return a short machine label for the cards: CPU model and core count, and the GPU if any."""
+    gpu = measure.gpu_name()
+    return f"{measure.cpu_name()}, {os.cpu_count()} cores" + (f", {gpu.split(' (')[0]}" if gpu else "")
+
+
+def duration(seconds: float) -> str:
+    """Return `seconds` as a card shows it: ~12 s, ~1.5 min, ~12 min."""
+    if seconds < 60:
+        return f"~{seconds:.2g} s" if seconds < 10 else f"~{round(seconds):d} s"
+    minutes = seconds / 60
+    return f"~{minutes:.1f} min" if minutes < 10 else f"~{round(minutes):d} min"
+
+
+def card_text(name: str, times: dict[str, Any]) -> str | None:
+    """Return the generated run-time text for notebook file `name`, or None when no time was saved."""
+    parts, machines, dates = [], set(), set()
+    for scale in config.SCALES:
+        entry = times.get(scale, {})
+        if name in entry.get("seconds", {}):
+            parts.append(f"{scale} {duration(entry['seconds'][name])}")
+            machines.add(entry.get("machine", "?"))
+            dates.add(str(started_at(entry, name))[:10])
+    if not parts:
+        return None
+    where = "; ".join(sorted(machines))
+    when = ", ".join(sorted(d for d in dates if d))
+    return f"{RUN_TIME_MARKER} {' · '.join(parts)} (measured on {where}{', ' + when if when else ''}) "
+
+
+def refresh_card(path: Path, times: dict[str, Any]) -> bool:
+    """Rewrite the run-time line after the marker in notebook `path`'s cards; return whether it changed."""
+    import nbformat
+
+    text = card_text(path.name, times)
+    if text is None:
+        return False
+    nb = nbformat.read(path, as_version=4)
+    changed = False
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and RUN_TIME_MARKER in cell.source:
+            new = _CARD_LINE.sub(text.replace("\\", "\\\\"), cell.source)
+            changed |= new != cell.source
+            cell.source = new
+    if changed:
+        nbformat.write(nb, path)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Parse the command line and run the notebooks."""
+    """Parse the command line and run the notebooks or refresh their cards."""
     parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.notebooks")
-    parser.add_argument("command", choices=["run"])
+    parser.add_argument("command", choices=["run", "cards"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--inplace", action="store_true", help="overwrite the committed notebooks")
     where.add_argument("--out", type=Path, help="write executed copies into this folder")
     parser.add_argument("--html", type=Path, help="also export HTML into this folder")
-    parser.add_argument("--times", type=Path, help="save per-notebook seconds as JSON here")
+    parser.add_argument("--times", type=Path, help=f"notebook times JSON (default results/{TIMES_FILE})")
     args = parser.parse_intermixed_args(argv)
+    times_path = args.times or config.results_dir() / TIMES_FILE
+    paths = notebook_paths(args.notebooks)
+    if args.command == "cards":
+        times = load_times(times_path)
+        for path in paths:
+            print(f"{config.rel(path)}: {'refreshed' if refresh_card(path, times) else 'unchanged'}")
+        return 0
+    if not (args.inplace or args.out):
+        parser.error("run needs --inplace or --out DIR")
     os.environ["FASTLOOPS_SCALE"] = config.scale()  # validated before any kernel starts
-    times, failed = run_all(notebook_paths(args.notebooks), None if args.inplace else args.out, args.html)
-    if args.times:
-        args.times.parent.mkdir(parents=True, exist_ok=True)
-        args.times.write_text(json.dumps({"scale": config.scale(), "seconds": times,
-                                          "failed": failed}, indent=2) + "\n")
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    seconds, failed = run_all(paths, None if args.inplace else args.out, args.html)
+    times = save_times(times_path, seconds, failed, started)
+    if args.inplace:
+        for path in paths:
+            refresh_card(path, times)
     return 1 if failed else 0
 
 

@@ -73,17 +73,17 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def bench_claims(docs: dict[str, dict]) -> pd.DataFrame:
-    """Return the claims a benchmark also measured, with the benchmark run's value and status."""
+def targets(docs: dict[str, dict]) -> pd.DataFrame:
+    """Return the benchmarks' targets with the value of the benchmark run saved here, and whether it met them."""
     rows = []
-    for c in claims.CLAIMS:
-        doc = benchmarks(docs).get(c.bench)
-        if doc is None:
-            continue
-        value = claims.value_of(doc["figures"], c.key)
-        rows.append({"claim": c.name, "benchmark": c.bench, "benchmark run": value, "needs": c.needed(),
-                     "status": claims.status(c.name, value, _device(doc))})
-    return pd.DataFrame(rows, columns=["claim", "benchmark", "benchmark run", "needs", "status"])
+    for t in claims.TARGETS:
+        doc = benchmarks(docs).get(t.benchmark)
+        value = claims.value_of(doc["figures"], t.figure) if doc else None
+        met = t.met(value)
+        rows.append({"benchmark": t.benchmark.removeprefix(BENCH_PREFIX), "figure": t.figure,
+                     "target": t.needed(), "benchmark run": value,
+                     "verdict": "not run" if met is None else ("met" if met else "missed")})
+    return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "verdict"])
 
 
 def checklist(docs: dict[str, dict]) -> pd.DataFrame:
@@ -96,8 +96,15 @@ def checklist(docs: dict[str, dict]) -> pd.DataFrame:
     return table.reset_index(drop=True)
 
 
-def stale(docs: dict[str, dict], since: str | None) -> list[str]:
-    """Return the notebook results saved before `since` (an ISO date): left over from an earlier run."""
-    if not since:
-        return []
-    return [k for k, d in notebooks(docs).items() if str(d["provenance"].get("date", "")) < since]
+def stale(docs: dict[str, dict], times: dict[str, Any]) -> list[str]:
+    """Return the notebook results saved before their notebook's latest run at their scale started: leftovers.
+
+    `times` is the runner's results/notebook_times.json ({scale: {"started": {"NN_x.ipynb": ISO date}}}).
+    """
+    found = []
+    for name, doc in notebooks(docs).items():
+        started = times.get(doc["provenance"].get("scale"), {}).get("started", {})
+        start = started.get(f"{name}.ipynb", "") if isinstance(started, dict) else ""
+        if start and str(doc["provenance"].get("date", "")) < start:
+            found.append(name)
+    return found

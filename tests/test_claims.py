@@ -19,7 +19,7 @@ def test_check_prints_one_verdict_line(capsys):
     claims.check("slide_100_speedup", 24.0)
     out = capsys.readouterr().out
     assert out.count("\n") == 1
-    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed: 122 µs")
+    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed 000/001: 122 µs")
 
 
 def test_check_reads_the_figure_from_a_figures_dict_and_ratios():
@@ -86,10 +86,12 @@ def test_evaluate_reads_only_the_notebooks(docs):
     assert set(table.status) <= set(claims.STATUSES)
 
 
-def test_benchmarks_have_their_own_table(docs):
-    table = runs.bench_claims(docs)
-    assert _row(table, "helpers_over_numpy")["benchmark run"] == 1.4
-    assert set(table.benchmark) == {"bench-loops"}
+def test_benchmark_targets_read_only_benchmarks(docs):
+    table = runs.targets(docs).set_index("figure")
+    assert table.loc["helpers_over_numpy", "benchmark run"] == 1.4  # bench-loops, not notebook 01's 0.7
+    assert table.loc["helpers_over_numpy", "verdict"] == "missed"  # target <= 1.0
+    assert table.loc["dataloader_nw0_over_helpers", "verdict"] == "met"
+    assert table.loc["helpers_gb_per_s", "verdict"] == "not run"
 
 
 def test_checklist_orders_by_payoff_from_notebooks_only(docs):
@@ -109,3 +111,14 @@ def test_conflicting_names_are_found(tmp_path):
     measure.save_results("10_ffcv_otto", {"ffcv_over_dataloader_load": 10.0}, path=tmp_path / "a.json")
     measure.save_results("11_ffcv_cifar", {"ffcv_over_dataloader_load": 30.0}, path=tmp_path / "b.json")
     assert runs.conflicts(runs.load(tmp_path)) == {"ffcv_over_dataloader_load": ["10_ffcv_otto", "11_ffcv_cifar"]}
+
+
+def test_results_saved_before_their_notebooks_latest_run_are_leftovers(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")
+    measure.save_results("01_the_question", {"a": 1.0}, path=tmp_path / "a.json")
+    measure.save_results("02_getitem_cost", {"b": 1.0}, path=tmp_path / "b.json")
+    docs = runs.load(tmp_path)
+    times = {"smoke": {"started": {"01_the_question.ipynb": "2000-01-01T00:00:00+00:00",
+                                   "02_getitem_cost.ipynb": "2999-01-01T00:00:00+00:00"}},
+             "workshop": {"started": {"01_the_question.ipynb": "2999-01-01T00:00:00+00:00"}}}
+    assert runs.stale(docs, times) == ["02_getitem_cost"]  # 01's smoke result is newer than its smoke run

@@ -5,7 +5,8 @@ import nbformat
 from fastloops_helpers import measure, notebooks, report
 
 
-def test_report_gathers_every_saved_result(tmp_path):
+def test_report_gathers_every_saved_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")  # the times below are a smoke run's
     measure.save_results("01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}],
                         path=tmp_path / "01_the_question.json")
     measure.save_results("bench-loops", {"helpers_over_numpy": 0.5}, path=tmp_path / "bench-loops.json")
@@ -17,7 +18,7 @@ def test_report_gathers_every_saved_result(tmp_path):
     assert "## 01_the_question" in text and "## bench-loops" in text
     assert "| ratio | 3 |" in text and "| numpy | 1.5 |" in text
     assert "![01_the_question-bars](01_the_question-bars.png)" in text
-    assert "| total | 5 |" in text and measure.hardware_line() in text
+    assert "| total | smoke | 5 |" in text and measure.hardware_line() in text
 
 
 def test_markdown_table_escapes_pipes_and_fills_missing_cells():
@@ -37,3 +38,73 @@ def test_clean_drops_volatile_metadata_and_keeps_counts():
     assert "execution" not in out.cells[0].metadata and "widgets" not in out.metadata
     assert out.cells[0].execution_count == 3 and out.cells[0].outputs
     assert out.metadata["kernelspec"]["name"] == "python3"
+
+
+def test_stored_progress_bar_keeps_its_final_line_and_streams_coalesce():
+    frames = "".join(f"\repochs: {10 * i}%|{'#' * i}{' ' * (10 - i)}| {i}/10" for i in range(11)) + "\n"
+    outs = [nbformat.v4.new_output("stream", name="stderr", text=frames[:40]),
+            nbformat.v4.new_output("stream", name="stdout", text="a\n"),
+            nbformat.v4.new_output("stream", name="stderr", text=frames[40:]),
+            nbformat.v4.new_output("stream", name="stdout", text="b\n")]
+    merged = notebooks.coalesce_streams(outs)
+    assert [o["name"] for o in merged] == ["stderr", "stdout"]
+    assert merged[0]["text"] == "epochs: 100%|##########| 10/10\n" and merged[1]["text"] == "a\nb\n"
+
+
+def test_coalescing_matches_what_nbval_compares():
+    plugin = __import__("pytest").importorskip("nbval.plugin")
+    text = "x\rab\ncd\r\ref\b\bgh\n\r"
+    ours = notebooks.coalesce_streams([nbformat.v4.new_output("stream", name="stderr", text=text)])
+    theirs = plugin.coalesce_streams([nbformat.v4.new_output("stream", name="stderr", text=text)])
+    assert ours[0]["text"] == theirs[0]["text"]
+    again = notebooks.coalesce_streams([nbformat.v4.new_output("stream", name="stderr", text=ours[0]["text"])])
+    assert again[0]["text"] == ours[0]["text"]  # idempotent: a stored notebook stays as it is
+
+
+def test_run_time_card_is_generated_at_the_marker(tmp_path, monkeypatch):
+    times = notebooks.save_times(tmp_path / "t.json", {"05_x.ipynb": 14.2}, [], "2026-01-02T00:00:00+00:00")
+    monkeypatch.setenv("FASTLOOPS_SCALE", "workshop")
+    times = notebooks.save_times(tmp_path / "t.json", {"05_x.ipynb": 95.0}, [], "2026-01-03T00:00:00+00:00")
+    assert set(times) == {"smoke", "workshop"} or set(times) == {"workshop"}  # the first call used the env scale
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(
+        f"# 05 · X\n\n| | |\n|---|---|\n| **Run time** | {notebooks.RUN_TIME_MARKER} old text |\n"))
+    path = tmp_path / "05_x.ipynb"
+    nbformat.write(nb, path)
+    assert notebooks.refresh_card(path, times)
+    line = [ln for ln in nbformat.read(path, as_version=4).cells[0].source.splitlines() if "Run time" in ln][0]
+    assert "workshop ~1.6 min" in line and "old text" not in line and line.endswith("|")
+    assert not notebooks.refresh_card(path, times)  # nothing new: unchanged
+
+
+def test_duration_formats():
+    assert [notebooks.duration(s) for s in (4.24, 14.6, 95, 1500)] == ["~4.2 s", "~15 s", "~1.6 min", "~25 min"]
+
+
+def test_readme_blocks_are_rewritten_and_the_rest_kept(tmp_path):
+    measure.save_results("bench-gather", {"helpers_gb_per_s": 3.5}, path=tmp_path / "bench-gather.json")
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- generated: benchmarks (make reproduce) -->\nold\n<!-- /generated: benchmarks -->\n"
+                      "outro\n")
+    assert report.rewrite_readme(readme, tmp_path) == ["benchmarks"]
+    text = readme.read_text()
+    assert text.startswith("intro\n<!-- generated: benchmarks") and text.endswith("<!-- /generated: benchmarks -->\noutro\n")
+    assert "| gather | helpers_gb_per_s | >= 3 GB/s | 3.5 | met |" in text and "\nold\n" not in text
+
+
+def test_report_shows_each_notebook_figure_once_and_benchmarks_qualified(tmp_path):
+    measure.save_results("01_the_question", {"helpers_over_numpy": 0.7}, path=tmp_path / "a.json")
+    measure.save_results("bench-loops", {"helpers_over_numpy": 1.1}, path=tmp_path / "b.json")
+    text = report.build(tmp_path).read_text()
+    assert text.count("| helpers_over_numpy | 0.7 |") == 1
+    assert "| bench-loops.helpers_over_numpy | 1.1 |" in text and "| helpers_over_numpy | 1.1 |" not in text
+
+
+def test_rel_prints_paths_without_the_machine(monkeypatch, tmp_path):
+    from fastloops_helpers import config
+
+    monkeypatch.setenv("FASTLOOPS_DATA", str(tmp_path / "shared"))
+    assert config.rel(config.project_root() / "results" / "a.json") == "results/a.json"
+    assert config.rel(tmp_path / "shared" / "otto" / "x.npy") == "$FASTLOOPS_DATA/otto/x.npy"
+    assert config.rel("/somewhere/else/file.txt") == "file.txt"
+    assert "/" not in config.describe().split("data=")[1].split(",")[0].lstrip("$FASTLOOPS_DATA")

@@ -12,7 +12,8 @@ import numpy as np
 import torch
 
 from .. import config, measure
-from ..load.devices import _is_tensor_collection, move_to
+from ..load.devices import move_to
+from ..tree import is_tensor_collection
 from ..teach.slides import slide_move_to, slide_xs
 from . import BenchResult
 
@@ -140,7 +141,7 @@ def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
     device = torch.device(device)
-    if _is_tensor_collection(moved):
+    if is_tensor_collection(moved):
         moved = moved.to_dict()
     want, want_spec = tree_flatten_with_path(original)
     got, got_spec = tree_flatten_with_path(moved)

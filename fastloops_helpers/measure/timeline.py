@@ -23,6 +23,7 @@ import torch
 from matplotlib.figure import Figure
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
+from ..tree import batch_len
 from .clock import now, sync
 
 STAGE_COLORS = {"fetch": "#4c72b0", "collate": "#55a868", "wait": "#c44e52", "pin": "#8172b2",
@@ -142,13 +143,6 @@ class Timeline:
                 "wait_share": wait / wall if wall else 0.0, "input_bound": wait / wall > 0.5 if wall else False}
 
 
-def _size(batch: Any) -> int:
-    first = batch[0] if isinstance(batch, (list, tuple)) else batch
-    if isinstance(first, dict):
-        first = next(iter(first.values()))
-    return len(first) if hasattr(first, "__len__") else 1
-
-
 def record(loader: Iterable[Any], step: Callable[[Any], Any] | None = None, device: torch.device | str | None = None,
            max_batches: int | None = None, timeline: Timeline | None = None, epoch_label: int = 0,
            copy: Callable[[Any], Any] | None = None) -> Timeline:
@@ -182,7 +176,7 @@ def record(loader: Iterable[Any], step: Callable[[Any], Any] | None = None, devi
             step(batch)
             sync(dev)
             tl.events.append(Event("main: loop", "step", index, t2, now()))
-        tl.samples += _size(batch)
+        tl.samples += batch_len(batch) or 1
         index += 1
     del it  # shuts non-persistent workers down now, not at garbage collection
     return tl

@@ -1,0 +1,177 @@
+"""`make lab`, `make slides` and `make site` checked in a real browser (headless Chromium).
+
+Marked `browser` (deselect with `-m "not browser"`); they skip with the reason when Chromium or playwright
+is missing. Screenshots go to results/browser/ (FASTLOOPS_RESULTS/browser under `make test`).
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+from urllib.parse import urljoin, urlparse
+
+import nbformat
+import pytest
+
+import browser
+from fastloops_helpers import config
+from fastloops_helpers.notebooks import notebook_paths
+from fastloops_helpers.publish import deck, lab, site
+
+pytestmark = pytest.mark.browser
+ROOT = config.project_root()
+
+
+def shots() -> Path:
+    folder = config.results_dir() / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@contextmanager
+def lab_server(root: Path, tmp: Path) -> Iterator[str]:
+    """Start `make lab`'s launcher on a free port with `root` as its folder; yield its URL; always stop it."""
+    tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
+    tracker.parent.mkdir(parents=True)
+    tracker.write_text('{"windowingMode": "none"}')  # every cell in the DOM, so the test sees them all
+    env = dict(os.environ, FASTLOOPS_SCALE="smoke", FASTLOOPS_RESULTS=str(tmp / "results"),
+               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+               JUPYTER_CONFIG_DIR=str(tmp / "jupyter"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"))
+    proc = subprocess.Popen([sys.executable, "-m", "fastloops_helpers.publish.lab", "--port", str(lab.free_port(18888)),
+                             "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=env, cwd=ROOT, start_new_session=True)
+    log: list[str] = []
+    try:
+        url = next((m.group(1) for line in proc.stdout if (m := re.search(r"\[lab\] open: (\S+)", line))), None)
+        assert url and url.startswith("http://127.0.0.1:"), "the launcher printed no loopback URL"
+        threading.Thread(target=lambda: log.extend(proc.stdout), daemon=True).start()  # keep the pipe drained
+        wait_until_up(url.replace("/lab?", "/api/status?"), proc, log)
+        yield url
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and its kernels share the session's process group
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def wait_until_up(url: str, proc: subprocess.Popen, log: list[str], timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail("JupyterLab exited:\n" + "".join(log[-30:]))
+        try:
+            urllib.request.urlopen(url, timeout=2)
+            return
+        except OSError:
+            time.sleep(0.3)
+    pytest.fail(f"JupyterLab did not answer within {timeout:.0f} s:\n" + "".join(log[-30:]))
+
+
+def test_lab_opens_and_runs_notebook_00_in_chromium(tmp_path):
+    browser.require_browser()
+    work = tmp_path / "notebooks"  # a copy: running cells in the UI must not touch the committed notebook
+    work.mkdir()
+    nb = nbformat.read(ROOT / "notebooks" / "00_setup.ipynb", as_version=4)
+    for cell in nb.cells:  # start blank, so every output and count on the page comes from this run
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    nbformat.write(nb, work / "00_setup.ipynb")
+    with lab_server(work, tmp_path) as url, browser.page() as (tab, remote):
+        errors: list[str] = []
+        tab.on("pageerror", lambda err: errors.append(str(err)))
+        tab.goto(url.replace("/lab?", "/lab/tree/00_setup.ipynb?"))
+        tab.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel has started
+        tab.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
+        tab.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
+        tab.wait_for_function("""() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+            return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""", timeout=240_000, polling=500)
+        text = tab.locator(".jp-Notebook").inner_text()
+        tab.screenshot(path=str(shots() / "lab-00_setup.png"))
+        assert tab.locator(".jp-OutputArea-output").count() >= 8
+        assert tab.locator("[data-mime-type='application/vnd.jupyter.error']").count() == 0, "a cell raised"
+        assert "timer honest:" in text and "active scale: smoke" in text  # the last cells ran, at the smoke scale
+        tab.goto(url.replace("/lab?", "/rise/00_setup.ipynb?"))  # the RISE extension's slideshow view
+        tab.wait_for_selector(".reveal .slides section", timeout=60_000)
+        assert tab.locator(".reveal .slides > section").count() > 1, "RISE shows one slide: no slide metadata?"
+        tab.screenshot(path=str(shots() / "lab-rise-00_setup.png"))
+        assert not remote, f"the lab page reached the network: {remote[:5]}"
+        assert not errors, f"page errors: {errors[:3]}"
+
+
+def test_slide_deck_renders_offline_in_chromium(tmp_path):
+    browser.require_browser()
+    path = ROOT / "notebooks" / "07_dataloader_anatomy.ipynb"
+    out = deck.render(path, shots() / "slides")
+    with browser.page(viewport=(1024, 768)) as (tab, remote):
+        errors: list[str] = []
+        tab.on("pageerror", lambda err: errors.append(str(err)))
+        tab.goto(out.as_uri())
+        tab.wait_for_function("window.Reveal && Reveal.isReady()", timeout=20_000)
+        assert tab.evaluate("Reveal.getTotalSlides()") > 1
+        tab.screenshot(path=str(shots() / "slides-07-title.png"))
+        plot = tab.evaluate("""() => { const s = [...document.querySelectorAll('.slides section section')]
+            .findIndex(e => e.querySelector('.jp-OutputArea-output img')); return s; }""")
+        if plot >= 0:  # show the first plot: its slide holds the image full size, and it loaded
+            tab.evaluate(f"""() => {{ const e = [...document.querySelectorAll('.slides section section')][{plot}];
+                const h = [...document.querySelectorAll('.slides > section')].indexOf(e.parentElement);
+                Reveal.slide(h, [...e.parentElement.children].indexOf(e)); }}""")
+            tab.wait_for_timeout(300)
+            assert tab.evaluate("document.querySelector('section.present section.present img, "
+                                "section.present img').naturalWidth") > 0
+            tab.screenshot(path=str(shots() / "slides-07-plot.png"))
+        assert not remote, f"the deck reached the network: {remote[:5]}"
+        assert not errors, f"page errors: {errors[:3]}"
+
+
+@contextmanager
+def static_server(folder: Path) -> Iterator[str]:
+    handler = functools.partial(QuietHandler, directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args) -> None:  # keep pytest's output clean
+        pass
+
+
+def test_site_renders_with_images_and_links_in_chromium(tmp_path):
+    browser.require_browser()
+    index = site.build(notebook_paths(), tmp_path / "site")
+    with static_server(index.parent) as base, browser.page() as (tab, remote):
+        pages = ["index.html"] + [p.stem + ".html" for p in notebook_paths()]
+        pages += ["report.html"] if (index.parent / "report.html").exists() else []
+        checked: set[str] = set()
+        for name in pages:
+            response = tab.goto(base + name)
+            assert response is not None and response.status == 200, name
+            tab.wait_for_load_state("load")
+            broken = tab.evaluate("[...document.images].filter(i => !(i.complete && i.naturalWidth > 0)).length")
+            assert broken == 0, f"{name}: {broken} images did not load"
+            hrefs = tab.evaluate("[...document.querySelectorAll('a[href]')].map(a => a.href)")
+            for href in {h.split("#")[0] for h in hrefs if urlparse(h).netloc == urlparse(base).netloc} - checked:
+                checked.add(href)
+                assert tab.request.get(href).status == 200, f"{name} links to a missing page: {href}"
+            if name in ("index.html", "07_dataloader_anatomy.html"):
+                tab.screenshot(path=str(shots() / f"site-{name.replace('.html', '')}.png"))
+        assert {urljoin(base, p) for p in pages if p != "index.html"} <= checked | {base + "index.html"}
+        assert not remote, f"the site reached the network: {remote[:5]}"

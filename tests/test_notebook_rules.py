@@ -1,0 +1,160 @@
+"""The rules of CONVENTIONS.md ("Numbers come from code, words explain"; "Stored outputs"), checked on every notebook.
+
+Each test is parametrised by notebook, so a failure names the notebook and the rule; its message lists every
+offending cell and text. Run: `pytest -q tests/test_notebook_rules.py -rf`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from fastloops_helpers import claims
+from fastloops_helpers.notebooks import RUN_TIME_MARKER
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+MAX_PROGRESS_OUTPUTS = 20  # stored stderr outputs holding a progress bar, all notebooks together
+
+UNITS = r"ms|µs|us|ns|min|s|GB/s|MB/s|GiB/s|MiB/s|img/s|images/s|samples/s|fps"
+# a number with a unit: "12 ms", "3.5 GB/s", "36x", "-91 %"; "256 x 256" and "2x2" are not ratios
+NUMBER_WITH_UNIT = re.compile(rf"(?<![\w.^/])(\d[\d,]*(?:\.\d+)?)(?:\s?({UNITS}|%)(?![\w/])|(x|×)(?![\w]))")
+PREDICTION_START = re.compile(r"^\s*(?:[>*-]\s*)*\*\*(?:Prediction|Estimate)", re.I)
+ARITHMETIC = re.compile(r"\d[^=\n]*=\s*~?\s*\d")  # "4 B x 93 = 372 B": a worked estimate
+INLINE_CODE_OR_MATH = re.compile(r"`[^`\n]*`|\$[^$\n]+\$")
+COMMENTED_HEADING = re.compile(r"^\s*#+\s*#{1,6}\s+\S", re.M)
+ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s='\"(\[:]))(?<!://)(?:/[\w.@+-]+){2,}/?|\b[A-Z]:\\[\w\\. -]+", re.M)
+PROGRESS_BAR = re.compile(r"\|[#=>\-\s█▏▎▍▌▋▊▉]*\|\s*\d+/\d+")
+WARNING = re.compile(r"\b\w*Warning\b:|^WARNING[: ]", re.M)
+
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def _source(cell: dict) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def _text(output: dict) -> str:
+    if output.get("output_type") == "stream":
+        text = output.get("text", "")
+    else:
+        data = output.get("data", {})
+        text = data.get("text/plain", "") or "".join(output.get("traceback", []))
+    return "".join(text) if isinstance(text, list) else text
+
+
+def _normal(number: str, unit: str) -> tuple[float, str]:
+    unit = {"×": "x", "us": "µs", "images/s": "img/s", "fps": "img/s"}.get(unit, unit)
+    return float(number.replace(",", "")), unit
+
+
+def seed_figures() -> set[tuple[float, str]]:
+    """Return the (number, unit) pairs quoted in the claims registry's seed figures."""
+    pairs = set()
+    for c in claims.CLAIMS:  # "20,452 vs 669 fps": every number of a seed figure with each of its units
+        units = {m.group(2) or m.group(3) for m in NUMBER_WITH_UNIT.finditer(c.seed_figure)}
+        numbers = re.findall(r"\d[\d,]*(?:\.\d+)?", c.seed_figure)
+        pairs |= {_normal(n, u) for n in numbers for u in units}
+    return pairs
+
+
+def unexplained_numbers(markdown: str, allowed: set[tuple[float, str]]) -> list[str]:
+    """Return the numbers with units in `markdown` that are neither seed figures nor part of a prediction."""
+    found = []
+    for paragraph in re.split(r"\n\s*\n", markdown):
+        if PREDICTION_START.match(paragraph):
+            continue  # a stated prediction or estimate: the code prints it beside the measurement
+        for line in paragraph.splitlines():
+            if RUN_TIME_MARKER in line or ARITHMETIC.search(line):
+                continue  # generated run-time card line; a worked estimate with its arithmetic
+            for m in NUMBER_WITH_UNIT.finditer(INLINE_CODE_OR_MATH.sub(" ", line)):
+                if _normal(m.group(1), m.group(2) or m.group(3)) not in allowed:
+                    found.append(f"{m.group(0).strip()!r} in: {line.strip()[:140]}")
+    return found
+
+
+def _report(path: Path, rule: str, offences: list[str]) -> str:
+    return f"{path.name} breaks '{rule}' ({len(offences)}):\n  " + "\n  ".join(offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_markdown_states_no_measured_numbers(path):
+    allowed = seed_figures()
+    offences = [f"cell {i}: {text}" for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "markdown"
+                for text in unexplained_numbers(_source(cell), allowed)]
+    assert not offences, _report(path, "numbers come from code: markdown states only seed figures (claims "
+                                       "registry) and predictions ('**Prediction'/'**Estimate' paragraphs, "
+                                       "'=' arithmetic)", offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_markdown_commented_out_in_code(path):
+    offences = [f"cell {i}: {m.group(0).strip()[:100]}" for i, cell in enumerate(_cells(path))
+                if cell["cell_type"] == "code" for m in COMMENTED_HEADING.finditer(_source(cell))]
+    assert not offences, _report(path, "no markdown commented out in code cells (a '# ## heading' never renders)",
+                                 offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_absolute_paths_in_outputs(path):
+    offences = [f"cell {i}: {m.group(0)[:100]}" for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "code"
+                for out in cell.get("outputs", []) for m in ABSOLUTE_PATH.finditer(_text(out))]
+    assert not offences, _report(path, "paths printed relative to the project root (config.rel)", offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_progress_bars_stored_as_one_line(path):
+    offences = [f"cell {i}: {out.get('name', out.get('output_type'))} output" for i, cell in enumerate(_cells(path))
+                if cell["cell_type"] == "code" for out in cell.get("outputs", []) if "\r" in _text(out)]
+    assert not offences, _report(path, "one line per progress bar (re-run with python -m "
+                                       "fastloops_helpers.notebooks run: it resolves carriage returns)", offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_warnings_in_outputs(path):
+    offences = [f"cell {i}: {m.group(0)} ... {_text(out)[m.start():m.start() + 100]!r}"
+                for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "code"
+                for out in cell.get("outputs", []) for m in WARNING.finditer(_text(out))]
+    assert not offences, _report(path, "no warnings noise in stored outputs", offences)
+
+
+def test_at_most_20_stored_progress_outputs():
+    counts = {}
+    for path in NOTEBOOKS:
+        n = sum(1 for cell in _cells(path) if cell["cell_type"] == "code" for out in cell.get("outputs", [])
+                if out.get("name") == "stderr" and PROGRESS_BAR.search(_text(out)))
+        if n:
+            counts[path.name] = n
+    assert sum(counts.values()) <= MAX_PROGRESS_OUTPUTS, (
+        f"{sum(counts.values())} stored stderr progress outputs, at most {MAX_PROGRESS_OUTPUTS}: {counts} "
+        "(re-run with python -m fastloops_helpers.notebooks run, which coalesces a cell's streams; "
+        "show fewer bars)")
+
+
+def test_the_number_scanner_flags_measurements_and_exempts_seeds_and_predictions():
+    allowed = seed_figures()
+    assert (122.0, "µs") in allowed and (36.0, "x") in allowed
+    assert unexplained_numbers("The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.", allowed) == [
+        "'12 ms' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.",
+        "'3.5 GB/s' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.",
+        "'2.2x' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster."]
+    assert unexplained_numbers("The slide: 122 µs vs 3.42 µs (36x).", allowed) == []
+    assert unexplained_numbers("**Prediction.** 2 cores, so at most 2x;\nabout 40 % idle.", allowed) == []
+    assert unexplained_numbers("93 features x 4 B = 372 B per row, 1024 rows = 0.4 ms at 1 GB/s.", allowed) == []
+    assert unexplained_numbers("256 x 256 images, `time.sleep(0.05)` and $t = 5 ms$; 1000 epochs", allowed) == []
+    assert len(unexplained_numbers("| **Run time** | smoke ~15 s |", allowed)) == 1
+    assert unexplained_numbers(f"| **Run time** | {RUN_TIME_MARKER} smoke ~15 s |", allowed) == []
+
+
+def test_the_output_scanners():
+    assert ABSOLUTE_PATH.findall("data=/home/me/fastloops/data, results=results") == ["/home/me/fastloops/data"]
+    assert not ABSOLUTE_PATH.findall("see https://github.com/a/b and 3 GB/s, img/s, data=$FASTLOOPS_DATA/otto")
+    assert COMMENTED_HEADING.search("x = 1\n# ## Takeaway\n")
+    assert not COMMENTED_HEADING.search("# a comment\n#: not a heading")
+    assert PROGRESS_BAR.search("epochs: 100%|##########| 5/5")
+    assert WARNING.search("/x.py:3: UserWarning: something") and not WARNING.search("no warnings here")

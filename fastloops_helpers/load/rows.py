@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..tree import LeafError, is_tensor_collection, leaves, map_leaves
+from .order import one_thread
 
 NOT_ROWS = ("{where} is a {kind}, which cannot be indexed by a batch of indices: pass a tensor, a numpy array or "
             "memmap, a TensorDict or tensorclass, a dict/tuple/list/namedtuple/dataclass of these, or a Dataset "
@@ -79,6 +80,11 @@ def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -
     if x.device.type != "cpu":
         return x.index_select(0, index)
     primitive = primitive or (CPU_GATHER if CPU_GATHER != "measure" else "numpy")
+    if primitive == "numpy" and x.dim() == 1:
+        # one value per row: np.take would first cast the int32 epoch order to intp (an extra pass over the
+        # index); index_select takes it as it is, and on one thread it does not wait for a busy core
+        with one_thread():
+            return x.index_select(0, index)
     if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
         return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
     if primitive == "advanced":

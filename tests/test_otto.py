@@ -135,7 +135,7 @@ def test_seed_protocol_loaders_keep_the_file_order_and_the_step_is_forward_only(
         xs = torch.cat([x for x, _ in loader])
         assert torch.equal(xs, torch.from_numpy(X[:500])), name  # no shuffle, nothing dropped
     step = exp.forward_loss_factory(torch.device("cpu"))()
-    loss = step(torch.from_numpy(X[:8]), torch.from_numpy(y[:8]))
+    loss = step(torch.tensor(X[:8]), torch.tensor(y[:8]))
     assert loss.requires_grad and torch.isfinite(loss)  # the graph is recorded, never walked backwards
     with pytest.raises(ValueError, match="wants 700 rows but the training split has 600"):
         exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=700)

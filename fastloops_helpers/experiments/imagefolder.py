@@ -142,7 +142,7 @@ def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
     return figures
 
 
-def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repeat: int = 3) -> pd.DataFrame:
+def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repeat: int = 7) -> pd.DataFrame:
     """Time each stage of the per-sample pipeline per image, and the rate each running total predicts.
 
     Stages: open + decode, resize, the rest of the sample transform (to tensor, crop, flip, normalise),
@@ -162,7 +162,7 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
               "collate (stack the floats)": (lambda: torch.stack(samples), len(samples))}
     rows = []
     for stage, (fn, count) in stages.items():
-        seconds = measure.measure(fn, repeat=repeat, warmup=1)
+        seconds = measure.measure(fn, repeat=repeat, warmup=2)
         rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
     table = pd.DataFrame(rows)
     table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()

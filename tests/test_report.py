@@ -5,7 +5,8 @@ import nbformat
 from fastloops_helpers import measure, notebooks, report
 
 
-def test_report_gathers_every_saved_result(tmp_path):
+def test_report_gathers_every_saved_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")  # the times below are a smoke run's
     measure.save_results("01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}],
                         path=tmp_path / "01_the_question.json")
     measure.save_results("bench-loops", {"helpers_over_numpy": 0.5}, path=tmp_path / "bench-loops.json")

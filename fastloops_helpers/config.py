@@ -40,6 +40,9 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "otto.batch_size": (1024, 1024, 1024),         # the seed's batch size
     "otto.epochs": (2, 6, 10),                     # timed epochs per loader, after one warm-up epoch
     "otto.train_epochs": (2, 6, 20),               # epochs of the short training run per loader
+    "otto.seed_rows": (4_096, 39_601, 39_601),     # seed 003's protocol: its X_num_train.npy has 39,601 rows
+    "otto.seed_batch_size": (128, 1024, 1024),     # its batch; smoke keeps more than its 11 skipped batches per epoch
+    "otto.seed_epochs": (10, 10, 10),              # its 10 epochs (cheap: forward + loss only)
     "cifar.train": (1_280, 6_400, 50_000),         # training images (CIFAR-10 has 50,000)
     "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
     "cifar.batch_size": (128, 128, 128),           # the seed's batch size

@@ -120,3 +120,37 @@ def test_training_with_the_helpers_loader_beats_the_majority_class():
     loader = BatchLoader((torch.from_numpy(X_tr), torch.from_numpy(y_tr)), batch_size=128, shuffle=True, seed=0)
     acc = train_and_evaluate(loader, {"X_val": X_va, "y_val": y_va}, 3, torch.device("cpu"))
     assert acc[-1] > (y_va == np.bincount(y_tr).argmax()).mean() + 0.1
+
+
+def test_seed_protocol_loaders_keep_the_file_order_and_the_step_is_forward_only():
+    import torch
+
+    from fastloops_helpers.experiments import otto as exp
+
+    X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=600, seed=3))
+    data = exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=500)
+    assert len(data["X"]) == 500 and data["beton"] is None
+    loaders = exp.seed_protocol_loaders(data, 64, torch.device("cpu"))
+    for name, loader in loaders.items():
+        xs = torch.cat([x for x, _ in loader])
+        assert torch.equal(xs, torch.from_numpy(X[:500])), name  # no shuffle, nothing dropped
+    step = exp.forward_loss_factory(torch.device("cpu"))()
+    loss = step(torch.tensor(X[:8]), torch.tensor(y[:8]))
+    assert loss.requires_grad and torch.isfinite(loss)  # the graph is recorded, never walked backwards
+    with pytest.raises(ValueError, match="wants 700 rows but the training split has 600"):
+        exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=700)
+
+
+def test_seed_protocol_skips_the_seeds_eleven_batches_and_tabulates_each_uplift():
+    import torch
+
+    from fastloops_helpers.experiments import otto as exp
+
+    X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=300, seed=4))
+    data = exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=300)
+    times = exp.seed_protocol(data, torch.device("cpu"), batch_size=20, epochs=2)  # 15 batches per epoch
+    assert {len(v) for v in times.values()} == {2 * (15 - exp.SEED_SKIP)}
+    t = exp.seed_table({"DataLoader": [0.2, 0.2, 0.4], "FFCV": [0.1, 0.1, 0.1]})
+    assert t.loc["FFCV", "uplift_median_%"] == pytest.approx(-50)
+    assert t.loc["FFCV", "uplift_mean_%"] == pytest.approx((0.1 - 0.8 / 3) / (0.8 / 3) * 100)
+    assert list(t.columns[:3]) == ["mean", "median", "p95"]

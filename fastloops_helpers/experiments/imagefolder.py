@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
+import os
 import warnings
-from collections import deque
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
@@ -19,13 +17,12 @@ from ..data import memmap
 from ..data.imagefolder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
 from ..load.batch_loader import BatchLoader
+from ..teach import tutorial_transforms as tut
 from . import BenchResult
 
 RESIZE, CROP = 256, 224  # the tutorial's sizes: train stores 256 x 256 and crops 224 per epoch
 SPLITS = ("train", "val")
-# the tutorial's own CPU figures (seed 004; its hardware, batch 8, 4 workers), shown beside ours
-TUTORIAL_IPS = {("train", "DataLoader + ImageFolder"): 1017, ("train", "memmap, one process"): 1646,
-                ("val", "DataLoader + ImageFolder"): 669, ("val", "memmap, one process"): 20452}
+ONE_PROCESS = "memmap, one process"  # the tutorial's own memmap loader: one process, batched transforms
 
 
 def sample_transform(split: str) -> Any:
@@ -33,22 +30,14 @@ def sample_transform(split: str) -> Any:
     return T.TrainSampleTransform(RESIZE, CROP) if split == "train" else T.ValSampleTransform(RESIZE, CROP)
 
 
-class BatchTransform:
-    """Turn a batch of stored uint8 images into the model's normalised float batch (train: crop + flip first).
+def batch_transform(split: str, num_threads: int = 1) -> T.OnImages:
+    """Return the batched transform of `split` for a loader: stored uint8 batch -> (normalised floats, labels).
 
-    A module-level class, so that DataLoader workers can use it as `collate_fn` under any start method.
+    Train crops 224 at a random offset and flips half the images; val only normalises (its crop is stored).
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
-
-    def __init__(self, split: str, device: torch.device | str = "cpu") -> None:
-        self.train, self.device = split == "train", torch.device(device)
-
-    def __call__(self, batch: memmap.ImageData | dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-        images, labels = (batch["images"], batch["labels"]) if isinstance(batch, dict) else (batch.images, batch.labels)
-        images, labels = images.to(self.device), labels.to(self.device)
-        if self.train:
-            images = T.random_crop(images, CROP, hflip_p=0.5)
-        return T.normalize(images), labels
+    train = split == "train"
+    return T.OnImages(T.CropFlipNormalize(CROP if train else None, 0.5 if train else 0.0, num_threads=num_threads))
 
 
 @dataclass
@@ -84,97 +73,140 @@ def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_worke
                   num_threads: int = 1) -> Any:
     """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers.
 
-    `num_threads` > 1 transforms several batches at once in threads of this process (numpy releases the GIL),
-    in order; the random crops then depend on which thread draws first.
+    The loader applies the batched transform to each whole batch; `num_threads` > 1 splits each batch's
+    transform over threads of this process (numpy releases the GIL).
     """
     if num_workers == 0:
         # the tensorclass's fields as a dict: BatchLoader gathers them with np.take, or yields views in order
         fields = {"images": data.images, "labels": data.labels}
-        loader = BatchLoader(fields, batch_size, shuffle=split == "train", seed=0)
-        return _Transformed(loader, BatchTransform(split), num_threads)
+        return BatchLoader(fields, batch_size, shuffle=split == "train", seed=0,
+                           transform=batch_transform(split, num_threads))
     # each worker gathers a whole batch with one __getitems__ call and transforms it (collate_fn)
-    return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train", num_workers=num_workers,
-                      collate_fn=BatchTransform(split), persistent_workers=True)
+    return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train",
+                      num_workers=num_workers, collate_fn=batch_transform(split), persistent_workers=True)
 
 
-class _Transformed:
-    """Apply a batch transform to every batch of a loader, in this thread or in a few threads, in order."""
+def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> dict[str, float]:
+    """Time whole epochs of `loader`; return images/s from the median epoch and the epoch's median and p95 s.
 
-    def __init__(self, loader: Any, transform: Any, num_threads: int = 1) -> None:
-        self.loader, self.transform, self.num_threads = loader, transform, num_threads
-
-    def __len__(self) -> int:
-        return len(self.loader)
-
-    def __iter__(self) -> Iterator[Any]:
-        if self.num_threads <= 1:
-            yield from (self.transform(batch) for batch in self.loader)
-            return
-        with ThreadPoolExecutor(self.num_threads) as pool:
-            pending: deque[Future] = deque()
-            for batch in self.loader:
-                pending.append(pool.submit(self.transform, batch))
-                if len(pending) >= 2 * self.num_threads:  # bounded look-ahead: memory stays at a few batches
-                    yield pending.popleft().result()
-            while pending:
-                yield pending.popleft().result()
-
-
-def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> float:
-    """Return images per second over whole epochs (median of `repeat` after `warmup` untimed epochs)."""
+    The one definition of images/s in the project's image experiments. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
     counted = []
 
     def epoch() -> None:
-        n = 0
-        for images, _ in loader:
-            n += len(images)
-        counted.append(n)
+        counted.append(sum(len(images) for images, _ in loader))
 
     seconds = measure.measure(epoch, repeat=repeat, warmup=warmup)
-    return counted[-1] / float(np.median(seconds))
+    return {"images_per_s": counted[-1] / measure.median(seconds), "epoch_s": measure.median(seconds),
+            "epoch_s_p95": measure.p95(seconds)}
+
+
+def configurations(workers: list[int]) -> list[tuple[str, int, int]]:
+    """Return the sweep's (pipeline, num_workers, num_threads) configurations."""
+    configs = [("DataLoader + ImageFolder", w, 1) for w in workers] + [(ONE_PROCESS, 0, 1)]
+    configs += [("memmap + threads", 0, w) for w in workers if w > 1]
+    return configs + [("memmap + DataLoader workers", w, 1) for w in workers if w > 0]
 
 
 def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repeat: int) -> list[dict[str, Any]]:
-    """Measure every loader configuration of `split`; return one row each."""
+    """Measure every loader configuration of `split`; return one row each.
+
+    Configurations run one after another, not interleaved: a persistent worker of one configuration would
+    prefetch its next epoch while another configuration's epoch is timed.
+    """
     rows = []
-    configs = [("DataLoader + ImageFolder", w) for w in workers]
-    configs += [("memmap, one process", 0)] + [("memmap + threads", w) for w in workers if w > 1]
-    configs += [("memmap + DataLoader workers", w) for w in workers if w > 0]
-    for pipeline, w in measure.progress(configs, desc=f"{split} loaders"):
+    for pipeline, w, threads in measure.progress(configurations(workers), desc=f"{split} loaders"):
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
             if pipeline.startswith("DataLoader"):
                 loader = dataloader(prep.folder, split, batch_size, w)
-            elif pipeline == "memmap + threads":
-                loader = memmap_loader(getattr(prep, split), split, batch_size, num_threads=w)
             else:
-                loader = memmap_loader(getattr(prep, split), split, batch_size, w)
-            ips = images_per_second(loader, repeat)
+                loader = memmap_loader(getattr(prep, split), split, batch_size, w, threads)
+            timed = images_per_second(loader, repeat)
         del loader  # stop persistent workers before the next configuration
-        rows.append({"split": split, "pipeline": pipeline, "num_workers": w if "threads" not in pipeline else 0,
-                     "num_threads": w if "threads" in pipeline else 1, "batch_size": batch_size,
-                     "images_per_s": ips, "tutorial_images_per_s": TUTORIAL_IPS.get((split, pipeline))})
+        rows.append({"split": split, "pipeline": pipeline, "num_workers": w, "num_threads": threads,
+                     "batch_size": batch_size, **timed})
     return rows
 
 
 def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Return best memmap over best DataLoader images/s for each split in `rows`, and the best rates."""
+    """Return best memmap over best DataLoader images/s per split, the one-process ratio, and the rates."""
     figures = {}
     for split in [s for s in SPLITS if any(r["split"] == s for r in rows)]:
         part = [r for r in rows if r["split"] == split]
         base = max(r["images_per_s"] for r in part if r["pipeline"].startswith("DataLoader"))
         best = max(r["images_per_s"] for r in part if r["pipeline"].startswith("memmap"))
-        figures.update({f"memmap_{split}_speedup": best / base, f"dataloader_{split}_images_per_s": base,
-                        f"memmap_{split}_images_per_s": best})
+        one = next(r["images_per_s"] for r in part if r["pipeline"] == ONE_PROCESS)
+        figures.update({f"memmap_{split}_speedup": best / base, f"memmap_{split}_one_process_speedup": one / base,
+                        f"dataloader_{split}_images_per_s": base, f"memmap_{split}_images_per_s": best})
     return figures
 
 
+def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repeat: int = 7) -> pd.DataFrame:
+    """Time each stage of the per-sample pipeline per image, and the rate each running total predicts.
+
+    Stages: open + decode, resize, the rest of the sample transform (to tensor, crop, flip, normalise),
+    DataLoader's collate (stacking the float images). Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    ds, tf = ImageFolder(folder / split), sample_transform(split)
+    paths = [p for p, _ in ds.samples[:n]]
+    decoded = [ds.loader(p) for p in paths]
+    size = (RESIZE, RESIZE) if split == "train" else RESIZE  # as the sample transform resizes
+    resized = [T.pil_resize(im, size) for im in decoded]
+    rest = (lambda im: T.normalize(T.random_crop(T.to_tensor(im), CROP, 0.5))) if split == "train" else \
+        (lambda im: T.normalize(T.center_crop(T.to_tensor(im), CROP)))
+    samples = [tf(im) for im in decoded[:batch_size]]
+    stages = {"open + decode": (lambda: [ds.loader(p) for p in paths], len(paths)),
+              "resize": (lambda: [T.pil_resize(im, size) for im in decoded], len(paths)),
+              "to tensor, crop, flip, normalise": (lambda: [rest(im) for im in resized], len(paths)),
+              "collate (stack the floats)": (lambda: torch.stack(samples), len(samples))}
+    rows = []
+    for stage, (fn, count) in stages.items():
+        seconds = measure.measure(fn, repeat=repeat, warmup=2)
+        rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
+    table = pd.DataFrame(rows)
+    table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()
+    return table
+
+
+def transform_costs(images: torch.Tensor, repeat: int, num_threads: int | None = None) -> pd.DataFrame:
+    """Time the tutorial's batched transforms beside the helpers' on one stored uint8 batch (interleaved).
+
+    Returns ms per image (median, p95) for each stage and for each whole train transform.
+    Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    threads = num_threads or len(os.sched_getaffinity(0))
+    n, floats = len(images), T.normalize(images)
+    cropped = T.random_crop(floats, CROP)
+    inv, crop_g, flip_m = tut.InvAffine(), tut.GatherRandomCrop(CROP, CROP), tut.MaskedFillHFlip()
+    whole = tut.tutorial_train_transform(CROP)
+    one, several = T.CropFlipNormalize(CROP, 0.5), T.CropFlipNormalize(CROP, 0.5, num_threads=threads)
+    fns = {("normalise", "tutorial: InvAffine"): lambda: inv(images),
+           ("normalise", "helpers: normalize"): lambda: T.normalize(images),
+           ("crop", "tutorial: RandomCrop by gather"): lambda: crop_g(floats),
+           ("crop", "helpers: random_crop"): lambda: T.random_crop(floats, CROP),
+           ("flip", "tutorial: RandomHFlip by masked_fill"): lambda: flip_m(cropped),
+           ("flip", "helpers: random_hflip"): lambda: T.random_hflip(cropped),
+           ("all three", "tutorial: InvAffine, RandomCrop, RandomHFlip"): lambda: whole(images),
+           ("all three", "helpers: CropFlipNormalize"): lambda: one(images),
+           ("all three", f"helpers: CropFlipNormalize, {threads} threads"): lambda: several(images)}
+    samples = measure.interleaved({" | ".join(k): fn for k, fn in fns.items()}, repeat=repeat, warmup=1)
+    rows = [{"stage": stage, "transform": name, "ms_per_image": measure.median(samples[f"{stage} | {name}"]) / n * 1e3,
+             "p95_ms_per_image": measure.p95(samples[f"{stage} | {name}"]) / n * 1e3} for stage, name in fns]
+    table = pd.DataFrame(rows)
+    table.attrs["tutorial_over_helpers"] = measure.ratio(
+        samples, "all three | tutorial: InvAffine, RandomCrop, RandomHFlip", "all three | helpers: CropFlipNormalize")
+    return table
+
+
 def run() -> BenchResult:
-    """Measure both pipelines, train and val, over the scale's workers; figures are best-over-best ratios."""
+    """Measure both pipelines, train and val, over the scale's workers, and the batched transforms' costs."""
     s = config.sizes("imagefolder")
     workers = list(s["workers"])
     prep = prepare()
     rows = [row for split in SPLITS for row in sweep(prep, split, workers, s["batch_size"], s["repeat"])]
+    costs = transform_costs(prep.train.images[:s["batch_size"]].clone(), repeat=max(3, s["repeat"]))
+    figures = {**speedups(rows), "tutorial_transform_over_helpers": costs.attrs["tutorial_over_helpers"]}
     knobs = {"batch_size": s["batch_size"], "workers": workers, "train": s["train"], "val": s["val"],
              "px": s["px"], "resize": RESIZE, "crop": CROP, "torch_threads": torch.get_num_threads()}
-    return BenchResult(rows, speedups(rows), knobs=knobs, repeats=s["repeat"])
+    return BenchResult(rows + costs.to_dict("records"), figures, knobs=knobs, repeats=s["repeat"])

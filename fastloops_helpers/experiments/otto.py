@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -14,6 +13,7 @@ from torch import nn
 from .. import config, measure
 from ..data import ffcv_io, otto
 from ..load.batch_loader import BatchLoader
+from ..load.devices import move_to
 from ..models import MLP
 from . import BenchResult
 
@@ -23,30 +23,30 @@ Step = Callable[[torch.Tensor, torch.Tensor], Any]
 
 def batch_times(loader: Iterable[Any], epochs: int, step: Step | None = None, skip: int = SKIP,
                 device: torch.device | None = None, limit: int | None = None) -> list[float]:
-    """Return the seconds between consecutive batches (loading plus `step`), over `epochs` epochs.
+    """Return the seconds of each batch (fetching it plus `step`), over `epochs` epochs.
 
-    As in seed 003: the clock runs from one batch's end to the next's, so it counts everything the loop
-    waits for; the first batch's clock starts before the epoch's iterator is made (worker start-up
-    included). The first `skip` batches of each epoch are left out (0 keeps the whole epoch: the
-    honest throughput), and an epoch stops after `limit` timed batches. Explained in notebooks/10_ffcv_otto.ipynb.
+    As in seed 003, consecutive batches are timed back to back, so the clock counts everything the loop waits
+    for; the first batch's time includes making the epoch's iterator (worker start-up). The first `skip`
+    batches of each epoch are left out (0 keeps the whole epoch: the honest throughput), and an epoch stops
+    after `limit` timed batches. Explained in notebooks/10_ffcv_otto.ipynb.
     """
     times: list[float] = []
     for _ in range(epochs):
-        last = time.perf_counter()
-        batches = iter(loader)
-        for i, (x, y) in enumerate(batches):
-            if step is not None:
-                step(x, y)
-            measure.sync(device)
-            now = time.perf_counter()
-            if i >= skip:
-                times.append(now - last)
-            last = now
-            if limit is not None and i >= skip + limit - 1:
+        batches, i = None, 0
+        while limit is None or i < skip + limit:
+            with measure.Timer(device) as t:
+                batches = iter(loader) if batches is None else batches
+                batch = next(batches, None)
+                if batch is not None and step is not None:
+                    step(*batch)
+            if batch is None:
                 break
+            if i >= skip:
+                times.append(t.seconds)
+            i += 1
         getattr(batches, "close", lambda: None)()  # stop a generator or FFCV's reader thread early
     if not times:
-        raise ValueError(f"no batch timed: each epoch needs more than {skip + 1} batches; use more data")
+        raise ValueError(f"no batch timed: each epoch needs more than {skip} batches; use more data")
     return times
 
 
@@ -55,7 +55,8 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
     loss_fn = nn.CrossEntropyLoss()
 
     def step(x: torch.Tensor, y: torch.Tensor) -> float:
-        x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True).flatten()
+        x, y = move_to((x, y), device, non_blocking=True)
+        y = y.flatten()
         optimizer.zero_grad(set_to_none=True)
         loss = loss_fn(model(x.float()), y)
         loss.backward()
@@ -87,21 +88,22 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, se
     loaders["DataLoader"] = torch.utils.data.DataLoader(
         otto.OttoRows(data["X"], data["y"]), batch_size=batch_size, shuffle=True, num_workers=1,
         pin_memory=cuda, drop_last=True, generator=torch.Generator().manual_seed(seed))
-    tensors = (torch.from_numpy(data["X"]).to(device), torch.from_numpy(data["y"]).to(device))
+    tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
     loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed)
     return loaders
 
 
 def compare(loaders: dict[str, Any], epochs: int, step_factory: Callable[[], Step] | None,
-            device: torch.device, desc: str = "", skip: int = SKIP) -> dict[str, list[float]]:
-    """Warm each loader up for one epoch, then time `epochs` epochs of each, taking turns epoch by epoch.
+            device: torch.device, desc: str = "", skip: int = SKIP, warmup: int = 1) -> dict[str, list[float]]:
+    """Warm each loader up for `warmup` epochs, then time `epochs` epochs of each, taking turns epoch by epoch.
 
     Taking turns spreads any change in the machine's load (other programs) over all loaders alike.
     """
     steps = {name: step_factory() if step_factory is not None else None for name in loaders}
     out: dict[str, list[float]] = {name: [] for name in loaders}
     for name, loader in loaders.items():
-        batch_times(loader, 1, steps[name], device=device)  # warm-up: numba compiles FFCV's pipeline here
+        for _ in range(warmup):  # numba compiles FFCV's pipeline in its first epoch
+            batch_times(loader, 1, steps[name], device=device)
     for _ in measure.progress(range(epochs), desc=desc, total=epochs):
         for name, loader in loaders.items():
             out[name] += batch_times(loader, 1, steps[name], skip=skip, device=device)
@@ -128,33 +130,114 @@ def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     return factory
 
 
+# ------------------------------------------------------------------------ seed 003's own protocol, as written
+SEED_SKIP = 11  # the seed times a batch only `if i > 10`: batches 0 to 10 of each epoch are left out
+
+
+def seed_protocol_data(data: dict[str, Any], rows: int | None = None, seed: int = 0) -> dict[str, Any]:
+    """Return the first `rows` training rows (the seed's 39,601 at workshop and full) and their own `.beton`."""
+    rows = config.size("otto.seed_rows") if rows is None else rows
+    if rows > len(data["X"]):
+        raise ValueError(f"the seed protocol wants {rows} rows but the training split has {len(data['X'])}: "
+                         "raise otto.rows in config.SIZES")
+    X, y = np.array(data["X"][:rows]), np.array(data["y"][:rows])  # the split was shuffled: a random subset
+    beton = None
+    if data["beton"] is not None:
+        beton = data["beton"].with_name(f"seed-protocol-{rows}.beton")
+        if not beton.exists():
+            ffcv_io.write_table_beton(beton, X, y)
+    return {"X": X, "y": y, "beton": beton}
+
+
+def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
+    """Return the seed's loaders: no shuffle, one worker, pinned memory (where a GPU makes it mean anything).
+
+    FFCV's Loader keeps its default `drop_last=True` and the DataLoader its default `False`, as in the seed;
+    the helpers' loader is added under the same rules.
+    """
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="sequential",
+                                               device=device, drop_last=True)
+    loaders["DataLoader"] = torch.utils.data.DataLoader(otto.OttoRows(data["X"], data["y"]), batch_size=batch_size,
+                                                        num_workers=1, pin_memory=device.type == "cuda")
+    tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
+    loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=False)
+    return loaders
+
+
+def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
+    """Return a factory of the seed's timed step: forward and loss only (no backward, no optimizer step)."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+
+        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            x, y = move_to((x, y), device, non_blocking=True)
+            return loss_fn(model(x), y.flatten())  # autograd still records the graph, as in the seed
+
+        return step
+    return factory
+
+
+def seed_protocol(data: dict[str, Any], device: torch.device, batch_size: int | None = None,
+                  epochs: int | None = None, desc: str = "") -> dict[str, list[float]]:
+    """Time seed 003's Otto protocol: forward + loss per batch, no warm-up epoch, batches 0-10 of each epoch out."""
+    batch_size = config.size("otto.seed_batch_size") if batch_size is None else batch_size
+    epochs = config.size("otto.seed_epochs") if epochs is None else epochs
+    loaders = seed_protocol_loaders(data, batch_size, device)
+    return compare(loaders, epochs, forward_loss_factory(device), device, desc, skip=SEED_SKIP, warmup=0)
+
+
+def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
+    """Return the seed's table: mean, median and 0.95 quantile per loader, and each column's uplift % vs baseline."""
+    t = measure.summarize(times)[["mean", "median", "p95"]]
+    for col in ("mean", "median", "p95"):
+        t[f"uplift_{col}_%"] = (t[col] - t.loc[baseline, col]) / t.loc[baseline, col] * 100
+    return t
+
+
+def figures(load: pd.DataFrame, full: pd.DataFrame, seed: pd.DataFrame | None = None) -> dict[str, float]:
+    """Return notebook 10's and `bench otto`'s figures, named as in the claims registry."""
+    rate = load["samples_per_s"]
+    out = {f"otto_{n.lower()}_load_samples_per_s": float(rate[n]) for n in load.index}
+    out.update({f"otto_{n.lower()}_step_ms": float(full.loc[n, "median"] * 1e3) for n in full.index})
+    out["otto_helpers_over_dataloader_load"] = float(rate["helpers"] / rate["DataLoader"])
+    if "FFCV" in rate:
+        out["otto_helpers_over_ffcv_load"] = float(rate["helpers"] / rate["FFCV"])
+        out["otto_ffcv_over_dataloader_load"] = float(rate["FFCV"] / rate["DataLoader"])
+        out["otto_dataloader_step_over_ffcv_step"] = out["otto_dataloader_step_ms"] / out["otto_ffcv_step_ms"]
+    if seed is not None:
+        out.update({f"otto_seed_protocol_{n.lower()}_ms": float(seed.loc[n, "median"] * 1e3) for n in seed.index})
+        if "FFCV" in seed.index:
+            out["otto_seed_protocol_uplift_pct"] = float(seed.loc["FFCV", "uplift_median_%"])
+    return out
+
+
 def run() -> BenchResult:
-    """Measure load-only and full-step batch times of FFCV, DataLoader and the helpers on Otto."""
+    """Measure load-only and full-step batch times of FFCV, DataLoader and the helpers, and seed 003's protocol."""
     device, batch_size, epochs = config.device(), config.size("otto.batch_size"), config.size("otto.epochs")
     data = prepare()
     loaders = make_loaders(data, batch_size, device)
     load = table(compare(loaders, epochs, None, device, "load only", skip=0), batch_size)  # whole epochs
     full = table(compare(loaders, epochs, mlp_factory(device), device, "full step"), batch_size)
+    seed = seed_table(seed_protocol(seed_protocol_data(data), device, desc="seed 003 protocol"))
     rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t.loc[name].items()}}
-            for phase, t in (("load", load), ("step", full)) for name in t.index]
-    rate = load["samples_per_s"]
-    figures = {f"{n.lower()}_load_samples_per_s": float(rate[n]) for n in load.index}
-    figures.update({f"{n.lower()}_step_ms": float(full.loc[n, "median"] * 1e3) for n in full.index})
-    figures["helpers_over_dataloader_load"] = float(rate["helpers"] / rate["DataLoader"])
-    if "FFCV" in rate:
-        figures["helpers_over_ffcv_load"] = float(rate["helpers"] / rate["FFCV"])
-        figures["ffcv_over_dataloader_load"] = float(rate["FFCV"] / rate["DataLoader"])
+            for phase, t in (("load", load), ("step", full), ("seed protocol", seed)) for name in t.index]
     knobs = {"rows": len(data["X"]) + len(data["X_val"]), "train_rows": len(data["X"]),
              "batch_size": batch_size, "epochs": epochs, "skip": SKIP, "device": str(device),
-             "ffcv": data["beton"] is not None, "threads": torch.get_num_threads()}
-    return BenchResult(rows, figures, knobs=knobs, repeats=epochs)
+             "ffcv": data["beton"] is not None, "threads": torch.get_num_threads(),
+             **{f"seed_{k}": config.size(f"otto.seed_{k}") for k in ("rows", "batch_size", "epochs")}}
+    return BenchResult(rows, figures(load, full, seed), knobs=knobs, repeats=epochs)
 
 
 def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray, device: torch.device) -> float:
     """Return the fraction of rows of X that `model` classifies as y."""
     model.eval()
     with torch.no_grad():
-        pred = model(torch.from_numpy(X).to(device)).argmax(1).cpu().numpy()
+        pred = model(move_to(torch.from_numpy(X), device)).argmax(1).cpu().numpy()
     model.train()
     return float((pred == y).mean())
 

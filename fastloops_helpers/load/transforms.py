@@ -9,7 +9,9 @@ Explained in notebooks/09_precompute_memmap.ipynb.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 import torch
@@ -38,21 +40,29 @@ def normalize(x: Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[fl
     _check_image(x)
     if len(mean) != x.shape[-3] or len(std) != x.shape[-3]:
         raise ValueError(f"mean and std need one value per channel ({x.shape[-3]}), got {len(mean)} and {len(std)}")
-    unit = 255.0 if x.dtype == torch.uint8 else 1.0
-    m = torch.tensor(mean, dtype=torch.float64)
-    s = torch.tensor(std, dtype=torch.float64)
-    mul = (1.0 / (unit * s)).to(dtype=dtype, device=x.device).view(-1, 1, 1)
-    add = (-m / s).to(dtype=dtype, device=x.device).view(-1, 1, 1)
+    mul, add = _affine(mean, std, 255.0 if x.dtype == torch.uint8 else 1.0, dtype, x.device)
     if x.device.type == "cpu" and dtype in (torch.float32, torch.float64) and x.dtype in _NUMPY_OK:
         # numpy: a pass that converts and scales, then a shift in place; it beat torch's convert + mul_ + add_
         # on one thread and did not stall like torch's threads on a busy machine (it releases the GIL, too)
         src, m, a = x.detach().numpy(), mul.numpy(), add.numpy()
         out = np.empty(src.shape, dtype=m.dtype)
         for dst, img in zip(out.reshape(-1, *src.shape[-3:]), src.reshape(-1, *src.shape[-3:])):
-            np.multiply(img, m, out=dst)  # image by image: the shift below then finds `dst` still in cache
-            dst += a
+            _scale_shift(img, m, a, dst)
         return torch.from_numpy(out)
     return x.to(dtype, copy=True).mul_(mul).add_(add)  # copy=True: never scale a float input in place
+
+
+def _affine(mean: Sequence[float], std: Sequence[float], unit: float, dtype: torch.dtype,
+            device: torch.device) -> tuple[Tensor, Tensor]:
+    # x * mul + add == (x / unit - mean) / std, computed in float64 once, then cast
+    m, s = torch.tensor(mean, dtype=torch.float64), torch.tensor(std, dtype=torch.float64)
+    mul = (1.0 / (unit * s)).to(dtype=dtype, device=device).view(-1, 1, 1)
+    return mul, (-m / s).to(dtype=dtype, device=device).view(-1, 1, 1)
+
+
+def _scale_shift(img: np.ndarray, mul: np.ndarray, add: np.ndarray, dst: np.ndarray) -> None:
+    np.multiply(img, mul, out=dst)  # image by image: the shift below then finds `dst` still in cache
+    dst += add
 
 
 class Normalize(nn.Module):
@@ -160,6 +170,89 @@ class RandomHFlip(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return random_hflip(x, self.p, self.generator)
+
+
+# ------------------------------------------------- the image pipeline's batched transform, fused and threaded
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
+def _pool(num_threads: int) -> ThreadPoolExecutor:
+    # one pool per size, shared by every transform of this process (never pickled into DataLoader workers)
+    if num_threads not in _POOLS:
+        _POOLS[num_threads] = ThreadPoolExecutor(num_threads, thread_name_prefix="fastloops-transform")
+    return _POOLS[num_threads]
+
+
+class CropFlipNormalize(nn.Module):
+    """Random crop + random flip + normalise a uint8 batch in one pass per image, over `num_threads` threads.
+
+    `crop=None` only normalises (val). The offsets and flips of the whole batch are drawn in one call, in the
+    order `random_crop` draws them, so the output equals `normalize(random_crop(x, crop, hflip_p))` for the
+    same generator. On a CPU each image's window is scaled straight into the float output (no uint8 crop in
+    between), and the batch is split over threads (numpy releases the GIL); on a GPU it is the two gathers of
+    `crop` and one `normalize`. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+
+    def __init__(self, crop: int | None = None, hflip_p: float = 0.0, mean: Sequence[float] = IMAGENET_MEAN,
+                 std: Sequence[float] = IMAGENET_STD, num_threads: int = 1,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.crop, self.hflip_p, self.mean, self.std = crop, hflip_p, tuple(mean), tuple(std)
+        self.num_threads, self.generator = num_threads, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_image(x)
+        if x.dim() == 3:
+            return self.forward(x.unsqueeze(0))[0]
+        n, _, h, w = x.shape
+        size = self.crop if self.crop is not None else None
+        tops, lefts = crop_offsets(n, h, w, size, self.generator) if size else (torch.zeros(n, dtype=torch.long),) * 2
+        flips = torch.rand(n, generator=self.generator) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
+        if x.device.type != "cpu" or x.dtype not in _NUMPY_OK:
+            cropped = crop(x, tops, lefts, size, flips) if size else torch.where(flips.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
+            return normalize(cropped, self.mean, self.std)
+        return self._numpy(x, tops.tolist(), lefts.tolist(), flips.tolist(), size or h, size or w)
+
+    def _numpy(self, x: Tensor, tops: list, lefts: list, flips: list, sh: int, sw: int) -> Tensor:
+        mul, add = _affine(self.mean, self.std, 255.0 if x.dtype == torch.uint8 else 1.0, torch.float32, x.device)
+        src, m, a = x.numpy(), mul.numpy(), add.numpy()
+        out = np.empty((len(src), src.shape[1], sh, sw), dtype=np.float32)
+
+        def work(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                window = src[i, :, tops[i]:tops[i] + sh, lefts[i]:lefts[i] + sw]
+                _scale_shift(window[..., ::-1] if flips[i] else window, m, a, out[i])
+
+        bounds = np.linspace(0, len(src), min(self.num_threads, len(src)) + 1).astype(int).tolist()
+        if len(bounds) <= 2:
+            work(0, len(src))
+        else:
+            list(_pool(self.num_threads).map(work, bounds[:-1], bounds[1:]))
+        return torch.from_numpy(out)
+
+
+class OnImages(nn.Module):
+    """Apply a batched image transform to a batch's images and return `(images, labels)`.
+
+    Takes what the loaders yield: a dict or object with `images` and `labels` (a memmap's ImageData), or an
+    `(images, labels)` pair. A module-level class, so DataLoader workers can use it as `collate_fn` under any
+    start method. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+
+    def __init__(self, transform: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        self.transform = transform
+
+    def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
+        if isinstance(batch, Mapping):
+            images, labels = batch["images"], batch["labels"]
+        elif isinstance(batch, (tuple, list)):
+            images, labels = batch
+        else:
+            images, labels = batch.images, batch.labels
+        return self.transform(images), labels
 
 
 # ------------------------------------------------------------------------------- center crop and resize

@@ -68,16 +68,35 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, se
     return loaders
 
 
-def wrn_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
-    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed)."""
+def wrn_factory(device: torch.device, seed: int = 0, channels_last: bool = True) -> Callable[[], Step]:
+    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed).
+
+    With `channels_last` every batch (and the model) is put in the channels-last layout first, whatever layout
+    its loader yields: FFCV's `ToTorchImage` yields channels-last, the others plain NCHW, and the convolutions
+    run at different speeds on the two, which would otherwise be counted as the loader's (notebook 11).
+    """
     depth, width = config.size("cifar.wrn")
+    layout = torch.channels_last if channels_last else torch.contiguous_format
 
     def factory() -> Step:
         torch.manual_seed(seed)
-        model = WideResNet(depth, width).to(device)
+        model = WideResNet(depth, width).to(device, memory_format=layout)
         step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
-        return lambda x, y: step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+
+        def run(x: torch.Tensor, y: torch.Tensor) -> Any:
+            x = x.contiguous(memory_format=layout)
+            return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+        return run
     return factory
+
+
+def layout_cost(loaders: dict[str, Any], device: torch.device, repeat: int = 5) -> dict[str, float]:
+    """Time one training step on each loader's first batch as it comes, interleaved; return median seconds."""
+    factory = wrn_factory(device, channels_last=False)
+    steps = {name: (factory(), next(iter(loader))) for name, loader in loaders.items()}
+    seconds = measure.interleaved({name: (lambda s=s, b=b: s(*b)) for name, (s, b) in steps.items()},
+                                  repeat=repeat, warmup=1, device=device)
+    return {name: measure.median(v) for name, v in seconds.items()}
 
 
 def split_times(loader: Iterable[Any], step: Step, steps: int, device: torch.device,

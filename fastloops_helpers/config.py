@@ -62,6 +62,10 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "anatomy.memory_workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # worker counts for it
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read
     "readdecode.images": (12, 60, 300),            # JPEGs decoded per size and decoder
+    # notebook 15 (is my loop input-bound?): diagnose's batch counts, benchmark `diagnose`
+    "diagnose.batches": (8, 24, 60),               # measured batches per loop: more gives steadier shares
+    "diagnose.warmup": (2, 3, 5),                  # batches run first and left out (worker start, caches)
+    "diagnose.replay": (4, 8, 16),                 # cached batches replayed through the step alone (headspace)
     # notebook 12 (DDP with torchrun): the Otto MLP trained by 2 processes
     "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; smoke's odd train split shows DistributedSampler's padding
     "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)

@@ -4,7 +4,7 @@ import warnings
 import pytest
 import torch
 
-from fastloops_helpers.load import prefetch
+from fastloops_helpers.load import prefetch, tree
 from fastloops_helpers.load.prefetch import CUDAPrefetcher, ThreadPrefetcher, one_ahead
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -109,7 +109,7 @@ def test_tensors_walks_nested_structures():
         note: str
 
     batch = {"a": torch.zeros(1), "b": [torch.ones(1), (torch.ones(2), "label", 3)], "c": Pair(torch.ones(3), "n")}
-    assert [t.numel() for t in prefetch.tensors(batch)] == [1, 1, 2, 3]
+    assert [t.numel() for t in tree.tensors(batch)] == [1, 1, 2, 3]
 
 
 @cuda

@@ -1,9 +1,11 @@
 import pickle
+from functools import partial
 
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
+from fastloops_helpers.load import devices
 from fastloops_helpers.measure import timeline
 
 
@@ -90,7 +92,6 @@ def test_thread_prefetcher_records_its_own_lane():
 
 
 def test_timed_batches_move_like_any_nested_batch():
-    from fastloops_helpers.load import devices
 
     batch = timeline.TimedCollate()([(torch.zeros(2), 1), (torch.ones(2), 0)])
     moved = devices.move_to(batch, "cpu", non_blocking=True)
@@ -103,6 +104,6 @@ def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
     from fastloops_helpers.load.prefetch import CUDAPrefetcher
 
     tl = timeline.record(CUDAPrefetcher(loader(2, pin_memory=True), device="cuda", pin=False), device="cuda",
-                         step=lambda b: b[0].sum())
+                         step=lambda b: b[0].sum(), copy=partial(devices.move_to, device="cuda", non_blocking=True))
     stages = set(tl.frame().stage)
     assert {"pin", "copy", "fetch", "collate", "wait", "step"} <= stages

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from .. import config, measure
-from ..load.devices import _is_tensor_collection, move_to
+from ..load.devices import move_to
+from ..load.tree import is_tensor_collection
 from ..teach.slides import slide_move_to, slide_xs
 from . import BenchResult
 
@@ -211,7 +212,7 @@ def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:
     from torch.utils._pytree import keystr, tree_flatten_with_path
 
     device = torch.device(device)
-    if _is_tensor_collection(moved):
+    if is_tensor_collection(moved):
         moved = moved.to_dict()
     # JAX rebuilds dicts with sorted keys: compare leaf by leaf through their paths
     want = {keystr(path): leaf for path, leaf in tree_flatten_with_path(original)[0]}

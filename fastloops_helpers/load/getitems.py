@@ -13,6 +13,7 @@ import torch
 from torch.utils.data import Dataset
 
 from . import rows
+from .tree import map_leaves
 
 
 class RowDataset(Dataset):
@@ -35,11 +36,7 @@ class RowDataset(Dataset):
 def _index(data: Any, index: Any) -> Any:
     if isinstance(index, torch.Tensor) and index.dim() == 1:
         return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
-    if isinstance(data, dict):
-        return {k: _index(v, index) for k, v in data.items()}
-    if isinstance(data, (tuple, list)):
-        return type(data)(_index(v, index) for v in data)
-    return data[index]
+    return map_leaves(lambda leaf: leaf[index], data)
 
 
 class GetItemsMixin:
@@ -73,12 +70,7 @@ class SampleListDataset(RowDataset):
 
 
 def _samples(batch: Any) -> list[Any]:
-    if isinstance(batch, dict):
-        columns = [_samples(v) for v in batch.values()]
-        return [dict(zip(batch, values)) for values in zip(*columns)]
-    if isinstance(batch, (tuple, list)):
-        return [type(batch)(values) for values in zip(*(_samples(v) for v in batch))]
-    return list(batch.unbind(0))
+    return rows.unzip(map_leaves(lambda leaf: rows.Parts(list(leaf.unbind(0))), batch))
 
 
 def collate_batch(batch: Any) -> Any:

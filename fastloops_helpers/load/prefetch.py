@@ -5,16 +5,16 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
-import dataclasses
 import queue
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import torch
 
 from .devices import move_to
+from .tree import is_tensor_collection, map_leaves, tensors
 
 _END = object()
 
@@ -54,30 +54,19 @@ def one_ahead(source: Iterable[Any], stage: Callable[[Any], Any], ready: Callabl
         _close(it)
 
 
-def tensors(obj: Any) -> Iterator[torch.Tensor]:
-    """Yield every tensor inside a nested structure of dicts, lists, tuples, dataclasses and TensorDicts."""
-    if isinstance(obj, torch.Tensor):
-        yield obj
-    elif isinstance(obj, Mapping):
-        for value in obj.values():
-            yield from tensors(value)
-    elif isinstance(obj, (list, tuple)):
-        for value in obj:
-            yield from tensors(value)
-    elif hasattr(obj, "values") and hasattr(obj, "batch_size"):  # a TensorDict
-        yield from obj.values(include_nested=True, leaves_only=True)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            yield from tensors(getattr(obj, f.name))
-
-
 def pin(obj: Any) -> Any:
     """Return `obj` with every CPU tensor in page-locked memory (already pinned ones are kept)."""
-    from torch.utils.data._utils.pin_memory import pin_memory  # walks dicts, namedtuples, lists, TensorDicts
-
     if all(t.is_pinned() or t.device.type != "cpu" for t in tensors(obj)):
         return obj
-    return pin_memory(obj)
+    return map_leaves(_pin_leaf, obj)
+
+
+def _pin_leaf(leaf: Any) -> Any:
+    if isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu" and not leaf.is_pinned():
+        return leaf.pin_memory()
+    if is_tensor_collection(leaf):
+        return leaf.pin_memory()
+    return leaf
 
 
 class CUDAPrefetcher:

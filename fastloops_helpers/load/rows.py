@@ -10,17 +10,16 @@ Explained in notebooks/02_getitem_cost.ipynb and notebooks/03_custom_loader.ipyn
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 
-try:
-    from tensordict import is_tensor_collection
-except ImportError:  # tensordict is a dependency, but the loader must not need it for plain tensors
-    def is_tensor_collection(obj: Any) -> bool:  # type: ignore[misc]
-        return False
+from .tree import LeafError, is_tensor_collection, leaves, map_leaves
+
+NOT_ROWS = ("{where} is a {kind}, which cannot be indexed by a batch of indices: pass a tensor, a numpy array or "
+            "memmap, a TensorDict or tensorclass, a dict/tuple/list/namedtuple/dataclass of these, or a Dataset "
+            "with __getitems__")
 
 # Which gather a CPU tensor uses (notebooks/02_getitem_cost.ipynb measures all of them). On an idle 2-core
 # machine torch's multithreaded `index_select` gathered matrix rows about 1.4x faster than numpy's single-threaded
@@ -33,49 +32,31 @@ PROBED = ("numpy", "index_select")  # the candidates "measure" times
 
 def to_tensors(data: Any, where: str = "data") -> Any:
     """Return `data` with every numpy array (memmaps included) wrapped as a tensor without a copy."""
-    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
-        return data
-    if isinstance(data, np.ndarray):
-        return _from_numpy(data, where)
-    if isinstance(data, Mapping):
-        return {k: to_tensors(v, f"{where}[{k!r}]") for k, v in data.items()}
-    if isinstance(data, (tuple, list)) and data:
-        items = [to_tensors(v, f"{where}[{i}]") for i, v in enumerate(data)]
-        return tuple(items) if isinstance(data, tuple) else items
-    raise TypeError(
-        f"{where} is a {type(data).__name__}, which cannot be indexed by a batch of indices: pass a tensor, a "
-        "numpy array or memmap, a TensorDict or tensorclass, a dict/tuple/list of these, or a Dataset with "
-        "__getitems__"
-    )
+    def wrap(leaf: Any) -> Any:
+        if isinstance(leaf, np.ndarray):
+            return _from_numpy(leaf)
+        if isinstance(leaf, torch.Tensor) or is_tensor_collection(leaf):
+            return leaf
+        raise LeafError(leaf, NOT_ROWS)
+    return map_leaves(wrap, data, where, refuse=NOT_ROWS)
 
 
-def _from_numpy(array: np.ndarray, where: str) -> torch.Tensor:
+def _from_numpy(array: np.ndarray) -> torch.Tensor:
     if array.ndim == 0:
-        raise TypeError(f"{where} is a 0-d array: it has no rows to batch; give it a first dimension")
+        raise LeafError(array, "{where} is a 0-d array: it has no rows to batch; give it a first dimension")
     with warnings.catch_warnings():  # read-only memmaps: we only ever read, and gathers copy
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
         try:
             return torch.from_numpy(array)
-        except TypeError as exc:
-            raise TypeError(
-                f"{where} has numpy dtype {array.dtype}, which torch cannot hold; convert it first "
-                "(e.g. array.astype(np.float32), or encode strings as integer ids)"
-            ) from exc
-
-
-def leaves(data: Any, where: str = "data") -> list[tuple[str, Any]]:
-    """Return (name, leaf) for every tensor or tensor collection in a nested dict/tuple/list."""
-    if isinstance(data, Mapping):
-        return [leaf for k, v in data.items() for leaf in leaves(v, f"{where}[{k!r}]")]
-    if isinstance(data, (tuple, list)):
-        return [leaf for i, v in enumerate(data) for leaf in leaves(v, f"{where}[{i}]")]
-    return [(where, data)]
+        except TypeError:
+            raise LeafError(array, f"{{where}} has numpy dtype {array.dtype}, which torch cannot hold; convert it "
+                                   "first (e.g. array.astype(np.float32), or encode strings as integer ids)") from None
 
 
 def num_rows(data: Any) -> int:
     """Return the number of rows, checking that every field has the same number."""
     counts = {}
-    for name, leaf in leaves(data):
+    for name, leaf in leaves(data, "data"):
         if isinstance(leaf, torch.Tensor) and leaf.dim() == 0:
             raise ValueError(f"{name} is a 0-d tensor: it has no rows to batch; give it a first dimension")
         counts[name] = leaf.shape[0] if isinstance(leaf, torch.Tensor) else int(leaf.batch_size[0])
@@ -106,27 +87,44 @@ def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -
 
 
 def take(data: Any, index: torch.Tensor, primitive: str | None = None) -> Any:
-    """Return the rows `index` of every field, keeping the structure (dict, tuple, list, TensorDict)."""
+    """Return the rows `index` of every field, keeping the structure (dict, tuple, list, TensorDict, ...)."""
     if isinstance(data, torch.Tensor):
         return gather(data, index, primitive)
-    if is_tensor_collection(data):
-        return data.apply(lambda x: gather(x, index, primitive), batch_size=[len(index)])
-    if isinstance(data, Mapping):
-        return {k: take(v, index, primitive) for k, v in data.items()}
-    return type(data)(take(v, index, primitive) for v in data)
+    return map_leaves(lambda leaf: _take_leaf(leaf, index, primitive), data)
+
+
+def _take_leaf(leaf: Any, index: torch.Tensor, primitive: str | None) -> Any:
+    if is_tensor_collection(leaf):
+        return leaf.apply(lambda x: gather(x, index, primitive), batch_size=[len(index)])
+    return gather(leaf, index, primitive)
 
 
 def split(data: Any, batch_size: int) -> list[Any]:
     """Cut every field into consecutive batches of `batch_size` rows (views, no copy)."""
     if isinstance(data, torch.Tensor):
         return _split_tensor(data, batch_size)
-    if is_tensor_collection(data):
-        return list(data.split(batch_size))
-    if isinstance(data, Mapping):
-        parts = {k: split(v, batch_size) for k, v in data.items()}
-        return [dict(zip(parts, batch)) for batch in zip(*parts.values())]
-    parts = [split(v, batch_size) for v in data]
-    return [type(data)(batch) for batch in zip(*parts)]
+    return unzip(map_leaves(lambda leaf: Parts(_split_leaf(leaf, batch_size)), data))
+
+
+class Parts:
+    """The pieces of one leaf: a leaf to the walker (not a list), so `unzip` can deal them out."""
+
+    __slots__ = ("items",)
+
+    def __init__(self, items: list[Any]) -> None:
+        self.items = items
+
+
+def unzip(parts: Any) -> list[Any]:
+    """Turn a structure whose leaves are `Parts` of equal length into a list of structures."""
+    counts: list[int] = []
+    map_leaves(lambda p: counts.append(len(p.items)) if isinstance(p, Parts) else None, parts)
+    return [map_leaves(lambda p, i=i: p.items[i] if isinstance(p, Parts) else p, parts)
+            for i in range(min(counts, default=0))]
+
+
+def _split_leaf(leaf: Any, batch_size: int) -> list[Any]:
+    return list(leaf.split(batch_size)) if is_tensor_collection(leaf) else _split_tensor(leaf, batch_size)
 
 
 def _split_tensor(x: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
@@ -141,11 +139,7 @@ def _split_tensor(x: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
 
 def narrow(data: Any, start: int, length: int) -> Any:
     """Return rows `start:start+length` of every field as views."""
-    if isinstance(data, torch.Tensor) or is_tensor_collection(data):
-        return data[start:start + length]
-    if isinstance(data, Mapping):
-        return {k: narrow(v, start, length) for k, v in data.items()}
-    return type(data)(narrow(v, start, length) for v in data)
+    return map_leaves(lambda leaf: leaf[start:start + length], data)
 
 
 def row_nbytes(data: Any) -> int:

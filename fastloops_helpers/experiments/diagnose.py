@@ -1,0 +1,138 @@
+"""diagnose() on four loops of earlier notebooks: ImageFolder without and with workers, memmap + BatchLoader, Otto MLP."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from .. import config, measure
+from ..data import otto
+from ..data.imagefolder import ImageFolder, synthetic_imagefolder
+from ..measure import timeline
+from ..measure.diagnose import Diagnosis, diagnose
+from ..models import MLP
+from . import BenchResult
+from . import imagefolder as imf
+from . import otto as otto_exp
+
+Loop = tuple[Any, Callable[[Any], Any]]  # (loader, step)
+LOOPS = ("ImageFolder, 0 workers", "ImageFolder, 2 workers", "memmap + BatchLoader", "Otto MLP")
+
+
+class SleepyLoader:
+    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`: a loader whose cost is known.
+
+    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+    """
+
+    def __init__(self, load_ms: float, n: int = 1000, batch_size: int = 32) -> None:
+        self.load_s, self.n, self.batch_size = load_ms / 1000, n, batch_size
+
+    def __iter__(self) -> Any:
+        for _ in range(self.n):
+            timeline.gpu_like_step(self.load_s)(None)  # sleeps: the CPU stays free, as an I/O-bound loader leaves it
+            yield torch.zeros(self.batch_size, 4)
+
+
+def image_dataset() -> ImageFolder:
+    """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
+    return ImageFolder(synthetic_imagefolder() / "train", transform=imf.sample_transform("train"))
+
+
+def gpu_like_step() -> Callable[[Any], None]:
+    """Return notebook 07's stand-in GPU step: it sleeps `anatomy.step_ms`, leaving the CPU free."""
+    return timeline.gpu_like_step(config.size("anatomy.step_ms") / 1000)
+
+
+def loops(device: torch.device | None = None) -> dict[str, Loop]:
+    """Return the four loops, each as (loader, step), built at the active scale."""
+    device = device or config.device()
+    batch_size = config.size("imagefolder.batch_size")
+    data = image_dataset()
+    image = {f"ImageFolder, {w} workers": (DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=w),
+                                           gpu_like_step()) for w in (0, 2)}
+    memmap = imf.memmap_loader(imf.prepare().train, "train", batch_size)
+    return {**image, "memmap + BatchLoader": (memmap, gpu_like_step()), "Otto MLP": otto_loop(device)}
+
+
+def otto_loop(device: torch.device) -> Loop:
+    """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
+    X, y, _, _ = otto.load_otto()
+    loader = DataLoader(otto.OttoRows(X, y), batch_size=config.size("otto.batch_size"), shuffle=True,
+                        num_workers=1, pin_memory=device.type == "cuda")
+    torch.manual_seed(0)
+    model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+    step = otto_exp.train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+    return loader, lambda batch: step(*batch)
+
+
+def knobs() -> dict[str, int]:
+    """Return diagnose's batch counts at the active scale."""
+    return config.sizes("diagnose")
+
+
+def run_diagnose(loop: Loop) -> Diagnosis:
+    """Diagnose one loop with the scale's batch counts (warnings about worker counts silenced)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
+        return diagnose(*loop, **knobs())
+
+
+def predict(load_s: float, step_s: float, num_workers: int, cores: int) -> dict[str, float]:
+    """Predict wait share and headspace: a batch takes max(step, load / parallel loaders) (load + step with none)."""
+    batch_s = load_s + step_s if num_workers == 0 else max(step_s, load_s / min(num_workers, cores))
+    return {"batch_s": batch_s, "wait_share": 1 - step_s / batch_s, "headspace": batch_s / step_s}
+
+
+def seconds_per_image(data: ImageFolder, n: int = 8) -> float:
+    """Return the median seconds to fetch one sample (decode + per-sample transforms), over the first `n`."""
+    return measure.median(measure.measure(lambda: [data[i] for i in range(n)], repeat=3, warmup=1)) / n
+
+
+def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[str, float]:
+    """Return SPDL's headspace: seconds per batch while CacheDataLoader loads, over while it replays its cache.
+
+    `live` batches come from the loader (the first `cached` of them are kept), then `cached` batches are
+    replayed from memory; both phases run the step. Needs spdl-core (the `threads` extra).
+    """
+    from spdl.dataloader import CacheDataLoader
+
+    loader, step = loop
+    if hasattr(loader, "__len__") and len(loader) < live:
+        raise ValueError(f"live={live} batches, but the loader has {len(loader)} per epoch: CacheDataLoader "
+                         f"would start replaying early; use live <= {len(loader)}")
+    wrapped = CacheDataLoader(loader, num_caches=cached, return_caches_after=live, stop_after=live + cached)
+    ends = [measure.now()]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
+        for batch in wrapped:
+            step(batch)
+            measure.sync()
+            ends.append(measure.now())
+    per_batch = np.diff(ends)
+    live_s, replay_s = float(per_batch[warmup:live].mean()), float(per_batch[live:].mean())
+    return {"live_batch_s": live_s, "replay_batch_s": replay_s, "headspace": live_s / replay_s}
+
+
+def row(name: str, d: Diagnosis) -> dict[str, Any]:
+    """Return one table row of a loop's diagnosis."""
+    top = d.recommendations[0] if d.recommendations else None
+    return {"loop": name, "verdict": d.verdict, "samples_per_s": d.samples_per_s, "wait_share": d.wait_share,
+            "headspace": d.headspace, "first_batch_s": d.first_batch_s, "batch_p50_ms": d.batch_p50_s * 1e3,
+            "batch_p95_ms": d.batch_p95_s * 1e3, "pss_total_mb": d.pss_mb["total"],
+            "first_knob": top.knob if top else "", "first_knob_gain": top.gain if top else 1.0}
+
+
+def run() -> BenchResult:
+    """Diagnose the four loops; figures are each loop's wait share and headspace."""
+    rows = [row(name, run_diagnose(loop)) for name, loop in loops().items()]
+    slug = {name: name.lower().replace(", ", "_").replace(" + ", "_").replace(" ", "_") for name in LOOPS}
+    figures = {f"{kind}_{slug[r['loop']]}": r[kind] for r in rows for kind in ("wait_share", "headspace")}
+    return BenchResult(rows, figures, knobs={**knobs(), "cores": os.cpu_count(),
+                                             "step_ms": config.size("anatomy.step_ms")}, repeats=1)

@@ -1,0 +1,69 @@
+"""Draw a Diagnosis: the recorded timeline above bars of where each batch's time went.
+
+Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .timeline import STAGE_COLORS
+
+if TYPE_CHECKING:
+    from .diagnose import Diagnosis
+
+
+def draw(d: Diagnosis, title: str = "", until: float | None = None) -> Figure:
+    """Return a figure: the timeline's lanes (up to `until` seconds) and per-batch time, live vs step alone."""
+    df = d.timeline.frame()
+    lanes = _lanes(df)
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 0.45 * len(lanes) + 3.4),
+                                      gridspec_kw={"height_ratios": [max(len(lanes), 1), 1.6]})
+    _gantt(top, df if until is None else df[df.start < until], lanes, d.window_start)
+    _bars(bottom, d)
+    top.set_title(title or f"{d.verdict}: waits {d.wait_share:.0%}, headspace {d.headspace:.2g}x", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
+def _lanes(df: pd.DataFrame) -> list[str]:
+    return sorted(df.lane.unique(), key=lambda s: (not s.startswith("worker"), s.startswith("main: loop"), s))
+
+
+def _gantt(ax: Axes, df: pd.DataFrame, lanes: list[str], window_start: float) -> None:
+    for y, lane in enumerate(lanes):
+        for stage, rows in df[df.lane == lane].groupby("stage"):
+            ax.broken_barh(list(zip(rows.start, rows.seconds)), (y - 0.35, 0.7),
+                           color=STAGE_COLORS.get(stage, "#999999"), label=stage)
+    ax.axvline(window_start, color="black", lw=0.8, ls="--", label="measured from here")
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds since diagnose started")
+    handles, labels = ax.get_legend_handles_labels()
+    found = dict(zip(labels, handles))
+    order = [s for s in STAGE_COLORS if s in found] + [s for s in found if s not in STAGE_COLORS]
+    ax.legend([found[s] for s in order], order, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    ax.grid(True, axis="x", alpha=0.3)
+
+
+def _bars(ax: Axes, d: Diagnosis) -> None:
+    per_batch = 1e3 / d.samples_per_s * (d.samples / d.batches)  # ms per batch, live
+    parts = {"wait": d.wait_share, "copy": d.copy_share, "step": d.step_share}
+    left = 0.0
+    for stage, share in parts.items():
+        if share > 0:
+            ax.barh(0, share * per_batch, left=left, color=STAGE_COLORS[stage], label=stage)
+            left += share * per_batch
+    ax.barh(0, max(per_batch - left, 0.0), left=left, color="#dddddd", label="other")
+    alone = 1e3 / d.replay_samples_per_s * (d.samples / d.batches)
+    ax.barh(1, alone, color=STAGE_COLORS["step"])
+    ax.annotate(f"{d.headspace:.2g}x headspace", (alone, 1), xytext=(4, 0), textcoords="offset points", va="center")
+    ax.set_yticks([0, 1], ["live loop", "step alone\n(cached batches)"])
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per batch (mean)")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)

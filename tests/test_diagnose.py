@@ -1,0 +1,184 @@
+"""diagnose(loader, step): verdicts on loaders with known sleeps, the cached replay, clean-up, clear errors."""
+
+import threading
+import time
+
+import psutil
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from fastloops_helpers import Diagnosis, diagnose
+from fastloops_helpers.measure import advice
+from fastloops_helpers.measure.diagnose import LoopError, batch_size
+
+
+class SleepyLoader:
+    """Yield `n` batches of 8 samples, each after sleeping `seconds` (a loader whose cost is known)."""
+
+    def __init__(self, seconds: float, n: int = 40) -> None:
+        self.seconds, self.n = seconds, n
+
+    def __iter__(self):
+        for i in range(self.n):
+            time.sleep(self.seconds)
+            yield torch.full((8, 2), float(i))
+
+
+class SleepyDataset(Dataset):
+    """Per-sample `__getitem__` that sleeps: a decode-like cost per sample, in a worker or in the main process."""
+
+    def __init__(self, n: int = 48, seconds: float = 0.0, fail_at: int | None = None) -> None:
+        self.n, self.seconds, self.fail_at = n, seconds, fail_at
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if i == self.fail_at:
+            raise ValueError(f"sample {i} is corrupt")
+        time.sleep(self.seconds)
+        return torch.full((2,), float(i))
+
+
+def sleep_step(seconds):
+    return lambda batch: time.sleep(seconds)
+
+
+def test_a_loader_sleeping_20ms_with_a_2ms_step_is_input_bound():
+    # predicted: wait 20 / (20 + 2) = 0.91 of the wall time, headspace 22 / 2 = 11x; tolerance: > 0.7 and > 3
+    d = diagnose(SleepyLoader(0.020), sleep_step(0.002), batches=15, warmup=2, replay=8)
+    assert d.verdict == "input-bound"
+    assert d.wait_share > 0.7 and d.headspace > 3
+    assert d.batches == 15 and d.samples == 15 * 8
+    assert abs(d.wait_share + d.step_share - 1) < 0.1  # the rest is the loop's own overhead
+
+
+def test_an_instant_loader_with_a_20ms_step_is_compute_bound():
+    d = diagnose(SleepyLoader(0.0), sleep_step(0.020), batches=15, warmup=2, replay=8)
+    assert d.verdict == "compute-bound"
+    assert d.wait_share < 0.2
+    assert d.recommendations and d.recommendations[0].notebook == "05"
+
+
+def test_the_replay_runs_the_same_step_on_the_same_batches():
+    seen = []
+    d = diagnose(SleepyLoader(0.0, n=20), lambda b: seen.append(int(b[0, 0])), batches=10, warmup=3, replay=4, repeat=2)
+    live, replayed = seen[:13], seen[13:]
+    assert live == list(range(13))
+    assert replayed == [3, 4, 5, 6] * 2  # the 4 batches after warm-up, replayed twice, in order
+    assert d.batches == 10
+
+
+def test_epochs_restart_when_the_loader_runs_out():
+    d = diagnose(DataLoader(SleepyDataset(n=24), batch_size=8), sleep_step(0.0), batches=7, warmup=1)
+    assert d.batches == 7
+    assert (d.timeline.frame().stage == "start").sum() == 3  # 8 batches from 3-batch epochs: 3 iter() calls
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_dataloader_gets_a_worker_timeline_and_no_worker_is_left_running(num_workers):
+    threads = threading.active_count()
+    loader = DataLoader(SleepyDataset(seconds=0.001), batch_size=8, num_workers=num_workers)
+    d = diagnose(loader, sleep_step(0.001), batches=4, warmup=1)
+    df = d.timeline.frame()
+    lanes = {"main: load"} if num_workers == 0 else {"worker 0", "worker 1"}
+    assert set(df[df.stage == "fetch"].lane) == lanes
+    assert {"fetch", "collate", "wait", "step"} <= set(d.stages_ms)
+    assert psutil.Process().children(recursive=True) == []
+    assert threading.active_count() == threads
+    assert d.pss_mb["main"] > 0 and (d.pss_mb["workers"] > 0) == (num_workers > 0)
+
+
+def test_persistent_workers_of_the_instrumented_copy_are_stopped():
+    loader = DataLoader(SleepyDataset(), batch_size=8, num_workers=2, persistent_workers=True)
+    diagnose(loader, sleep_step(0.0), batches=8, warmup=1)
+    assert psutil.Process().children(recursive=True) == []
+    assert loader._iterator is None  # the caller's loader was never started
+
+
+def test_a_thread_prefetcher_is_closed():
+    from fastloops_helpers import ThreadPrefetcher
+
+    threads = threading.active_count()
+    diagnose(ThreadPrefetcher(SleepyLoader(0.0, n=50)), sleep_step(0.0), batches=5, warmup=1)
+    assert threading.active_count() == threads
+
+
+@pytest.mark.parametrize("num_workers", [0, 2])
+def test_a_loader_that_raises_names_the_batch(num_workers):
+    loader = DataLoader(SleepyDataset(fail_at=21), batch_size=8, num_workers=num_workers)  # sample 21: batch 2
+    with pytest.raises(LoopError, match=r"(?s)raised ValueError on batch 2\b.*sample 21 is corrupt"):
+        diagnose(loader, sleep_step(0.0), batches=5, warmup=1)
+    assert psutil.Process().children(recursive=True) == []
+
+
+def test_a_step_that_raises_names_the_batch():
+    def step(batch):
+        if batch[0, 0] == 4:
+            raise RuntimeError("shape mismatch")
+    with pytest.raises(LoopError, match="step raised RuntimeError on batch 4: shape mismatch"):
+        diagnose(SleepyLoader(0.0), step, batches=8, warmup=0)
+
+
+def test_too_few_batches_and_bad_arguments_are_explained():
+    with pytest.raises(ValueError, match="yielded 2 batches, not more than warmup=3"):
+        diagnose(iter(SleepyLoader(0.0, n=2)), sleep_step(0.0), batches=5, warmup=3)
+    with pytest.raises(ValueError, match="batches >= 1"):
+        diagnose(SleepyLoader(0.0), sleep_step(0.0), batches=0)
+
+
+def test_table_advice_repr_and_plot():
+    d = diagnose(DataLoader(SleepyDataset(seconds=0.0005), batch_size=8), sleep_step(0.001), batches=5, warmup=1)
+    assert isinstance(d, Diagnosis)
+    assert {"samples/s", "wait share", "headspace (x)", "PSS total (MB)"} <= set(d.table().index)
+    assert list(d.advice().columns) == ["knob", "expected gain (x)", "because", "notebook"]
+    assert repr(d).startswith(f"Diagnosis({d.verdict}: waits ") and "\n" not in repr(d)
+    fig = d.plot()
+    assert len(fig.axes) == 2
+
+
+def test_verdict_thresholds():
+    assert advice.verdict(0.6, 1.5) == "input-bound"
+    assert advice.verdict(0.3, 2.5) == "input-bound"
+    assert advice.verdict(0.05, 1.1) == "compute-bound"
+    assert advice.verdict(0.05, 1.4) == "balanced"
+    assert advice.verdict(0.3, 1.4) == "balanced"
+
+
+def _figures(**kw):
+    base = dict(batch_s=0.022, step_s=0.002, wait_share=0.9, headspace=11.0, batch_size=8, first_batch_s=0.02,
+                p50_s=0.022, is_dataloader=True, num_workers=0, persistent_workers=False, has_getitems=False,
+                epoch_batches=10, cores=4)
+    return advice.Figures(**{**base, **kw})
+
+
+def test_recommendations_follow_the_measured_figures_and_are_ranked():
+    in_memory = advice.recommend(_figures(load_s=0.02, fetch_per_sample_s=5e-6))
+    knobs = [r.knob for r in in_memory]
+    assert knobs[0].startswith("fetch whole batches") and any(k.startswith("num_workers=4") for k in knobs)
+    assert [r.gain for r in in_memory] == sorted((r.gain for r in in_memory), reverse=True)
+    assert all(r.gain <= 11.0 for r in in_memory)  # never more than free loading
+    decode = advice.recommend(_figures(load_s=0.02, fetch_per_sample_s=2.5e-3))
+    assert decode[0].notebook == "09, 14" and not any(r.knob.startswith("fetch whole") for r in decode)
+    slow_start = advice.recommend(_figures(num_workers=4, first_batch_s=0.5, wait_share=0.05, headspace=1.1,
+                                           step_s=0.02, fetch_per_sample_s=None))
+    assert [r.knob for r in slow_start] == ["persistent_workers=True"]
+    pageable = advice.recommend(_figures(cuda_step=True, pageable=True, transfer_s=0.005, wait_share=0.0,
+                                         headspace=1.0, step_s=0.022, fetch_per_sample_s=None))
+    assert pageable[0].notebook == "06, 07" and pageable[0].gain == pytest.approx(0.022 / 0.017)
+
+
+def test_batch_size_reads_the_leading_dimension():
+    assert batch_size((torch.zeros(5, 3), torch.zeros(5))) == 5
+    assert batch_size({"x": [1, 2, 3]}) == 1  # a list of python numbers: leaves are the numbers
+    assert batch_size([torch.zeros(7)]) == 7
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_cuda_step_on_pageable_batches_is_told_to_pin():
+    w = torch.randn(256, 256, device="cuda")
+    loader = DataLoader(torch.randn(512, 256), batch_size=64)
+    d = diagnose(loader, lambda b: b.to("cuda") @ w, batches=6, warmup=1)
+    assert d.figures.cuda_step and d.figures.pageable and d.figures.transfer_s > 0
+    assert any(r.notebook == "06, 07" for r in d.recommendations)

@@ -122,3 +122,12 @@ def test_on_a_gpu_batches_arrive_on_the_device_equal_to_the_loaders():
     want = list(batches(9))
     assert all(g["x"].is_cuda and torch.equal(g["x"].cpu(), w["x"]) for g, w in zip(got, want))
     assert not children()
+
+
+def test_a_second_epoch_after_the_parent_used_intra_op_threads_does_not_hang():
+    # regression: the child inherited a dead OpenMP pool and waited on it in share_memory_ (fixed by one thread)
+    big = [torch.randn(64, 3, 64, 64) for _ in range(4)]
+    pf = ProcessPrefetcher(big, depth=2, device=CPU, slots=True)
+    for _ in range(2):
+        assert sum(int(torch.equal(g, w)) for g, w in zip(pf, big)) == 4  # the clones use the parent's threads
+    assert not children()

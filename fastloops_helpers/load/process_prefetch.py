@@ -107,6 +107,8 @@ class ProcessPrefetcher:
                 count += 1
         finally:
             _shutdown(child, ready, stop)
+            free.close()  # its feeder thread must not outlive the epoch: the next fork would copy it mid-work
+            free.join_thread()
             if stager is not None:
                 stager.unregister()
 
@@ -154,6 +156,9 @@ class _Stager:
 
 def _produce(loader: Iterable[Any], ready: Any, free: Any, stop: Any, depth: int, use_slots: bool) -> None:
     """Run in the child: iterate `loader`, stage each batch, send what the parent needs to find it."""
+    # as DataLoader's workers do: an OpenMP pool the parent started does not survive a fork, and a parallel
+    # copy in the child would wait for its threads forever
+    torch.set_num_threads(1)
     slots: list[list[torch.Tensor]] | None = None
     try:
         for batch in loader:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -16,6 +17,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
+from ..measure import timeline
+from ..measure.clock import now
 from ..data.decoders import encode_jpegs, find_decoders
 from ..data.imagefolder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
@@ -223,4 +226,44 @@ def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any
         out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
     for name, v in gil.items():
         out[f"gil_speedup_2threads_{name}"] = v
+    return out
+
+
+class _TimedSamples:
+    """Wrap a dataset so each sample's fetch is recorded with the name of the thread that ran it."""
+
+    def __init__(self, ds: Any) -> None:
+        self.ds, self.events, self.lock = ds, [], threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, index: int) -> Any:
+        start = now()
+        x = self.ds[index]
+        with self.lock:
+            self.events.append((threading.current_thread().name.replace("ThreadLoader_", "thread "), "fetch",
+                                start, now()))
+        return x
+
+    def collate(self, samples: list[Any]) -> timeline.TimedBatch:
+        start = now()
+        data = torch.utils.data.default_collate(samples)
+        with self.lock:
+            events, self.events = self.events, []
+        return timeline.TimedBatch(data, events + [("main: collate", "collate", start, now())])
+
+
+def timelines(ds: ImageFolder, batch_size: int, step_s: float, batches: int) -> dict[str, timeline.Timeline]:
+    """Record `batches` batches of the ThreadLoader and of the DataLoader (cores workers) before a sleeping step."""
+    cores = os.cpu_count() or 1
+    k = config.size("threads.threads_per_core") * cores
+    timed = _TimedSamples(ds)
+    step = timeline.gpu_like_step(step_s)
+    out = {f"ThreadLoader, {k} threads": timeline.record(ThreadLoader(timed, batch_size, threads=k,
+                                                                      collate=timed.collate),
+                                                         step, max_batches=batches)}
+    tds, tc = timeline.instrument(ds)
+    out[f"DataLoader, {cores} workers"] = timeline.record(DataLoader(tds, batch_size, num_workers=cores,
+                                                                     collate_fn=tc), step, max_batches=batches)
     return out

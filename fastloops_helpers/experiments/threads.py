@@ -5,6 +5,7 @@ Explained in notebooks/14_threads_or_processes.ipynb.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import threading
@@ -110,6 +111,7 @@ def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) ->
 
     class Epochs:
         def __iter__(self) -> Any:
+            gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
             node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
                                      method=method, in_order=True)
             node = tn.Batcher(node, batch_size, drop_last=False)

@@ -93,7 +93,7 @@ def test_pillow_transform_matches_the_seed_shapes(root):
 
 
 def test_batched_resize_crop_equals_upsample_then_crop():
-    from fastloops_helpers.experiments.cifar import ResizeCenterCrop
+    from fastloops_helpers.load.transforms import ResizeCenterCrop
 
     x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     ref = torch.nn.functional.interpolate(x.float(), size=(48, 48), mode="bilinear", align_corners=False)

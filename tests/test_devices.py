@@ -97,6 +97,20 @@ def test_every_method_moves_the_slide_xs_on_the_cpu():
 
 
 def test_interleaved_timing_returns_one_sample_per_round():
-    samples = bench_devices.interleaved({"a": lambda: None, "b": lambda: sum(range(10))}, rounds=3, block_s=1e-4)
+    samples = bench_devices.per_call_seconds({"a": lambda: None, "b": lambda: sum(range(10))}, rounds=3, block_s=1e-4)
     assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
     assert all(s > 0 for v in samples.values() for s in v)
+
+
+def test_every_jax_way_moves_the_slide_xs_with_equal_values():
+    pytest.importorskip("jax")
+    xs = slide_xs(4)
+    fns, skipped = bench_devices.jax_methods(xs)
+    assert not skipped and len(fns) == 4
+    assert {name: bench_devices.check_jax(xs, fn()) for name, fn in fns.items()} == dict.fromkeys(fns, "ok")
+
+
+def test_check_jax_finds_a_leaf_that_is_not_a_jax_array():
+    pytest.importorskip("jax")
+    xs = slide_xs(4)
+    assert "not a JAX array" in bench_devices.check_jax(xs, xs)

@@ -1,4 +1,4 @@
-"""JPEG decoders that may be installed (Pillow, simplejpeg, PyTurboJPEG, OpenCV, torchvision), behind one call.
+"""JPEG decoders that may be installed (Pillow, simplejpeg, PyTurboJPEG, jpeg4py, OpenCV, torchvision), behind one call.
 
 Each decoder takes the bytes of a JPEG file and returns an RGB uint8 array of shape (H, W, 3).
 Explained in notebooks/08_read_and_decode.ipynb.
@@ -7,10 +7,11 @@ Explained in notebooks/08_read_and_decode.ipynb.
 from __future__ import annotations
 
 import io
-import time
 from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from .. import measure
 
 Decoder = Callable[[bytes], np.ndarray]
 
@@ -34,6 +35,19 @@ def _turbojpeg() -> Decoder:
     return lambda data: jpeg.decode(data, pixel_format=TJPF_RGB)
 
 
+def _jpeg4py() -> Decoder:
+    import jpeg4py
+
+    if not _jpeg4py_works(jpeg4py):
+        raise RuntimeError("jpeg4py cannot load libturbojpeg (apt install libturbojpeg0)")
+    return lambda data: jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
+
+
+def _jpeg4py_works(jpeg4py) -> bool:  # noqa: ANN001
+    tiny = encode_jpegs(1, 8)[0]
+    return jpeg4py.JPEG(np.frombuffer(tiny, np.uint8)).decode().shape == (8, 8, 3)
+
+
 def _opencv() -> Decoder:
     import cv2
 
@@ -48,8 +62,8 @@ def _torchvision() -> Decoder:
     return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
 
 
-CANDIDATES = {"Pillow": _pillow, "simplejpeg": _simplejpeg, "PyTurboJPEG": _turbojpeg, "OpenCV": _opencv,
-              "torchvision": _torchvision}
+CANDIDATES = {"Pillow": _pillow, "simplejpeg": _simplejpeg, "PyTurboJPEG": _turbojpeg, "jpeg4py": _jpeg4py,
+              "OpenCV": _opencv, "torchvision": _torchvision}
 
 
 def find_decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
@@ -83,16 +97,21 @@ def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[
 
 
 def images_per_second(decode: Decoder, blobs: Sequence[bytes], repeat: int = 3) -> float:
-    """Decode every blob `repeat` times after one warm-up pass; return the best pass's images per second."""
-    for data in blobs:
-        decode(data)
-    best = float("inf")
-    for _ in range(repeat):
-        start = time.perf_counter()
-        for data in blobs:
-            decode(data)
-        best = min(best, time.perf_counter() - start)
-    return len(blobs) / best
+    """Decode every blob `repeat` times after one warm-up pass; return the best pass's images per second.
+
+    A best-of on purpose: the peak speed of a decoder, with the busy machine's slow passes left out.
+    """
+    return len(blobs) / measure.best_of(measure.measure(lambda: [decode(b) for b in blobs], repeat=repeat, warmup=1))
+
+
+def decode_rates(found: dict[str, Decoder], blobs: Sequence[bytes], repeat: int = 3) -> dict[str, float]:
+    """Return {decoder: best pass's images per second}, the decoders' passes interleaved (A B C, A B C, ...).
+
+    Explained in notebooks/08_read_and_decode.ipynb.
+    """
+    passes = {name: (lambda d=decode: [d(b) for b in blobs]) for name, decode in found.items()}
+    seconds = measure.interleaved(passes, repeat=repeat, warmup=1)
+    return {name: len(blobs) / measure.best_of(s) for name, s in seconds.items()}
 
 
 def agreement(a: np.ndarray, b: np.ndarray) -> tuple[float, int]:

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import mmap
 import os
-import time
 from pathlib import Path
+
+from .. import measure
 
 CHUNK = 4 << 20  # 4 MiB reads: large enough that per-call overhead vanishes, a multiple of any block size
 
@@ -44,41 +45,52 @@ def _read_all(fd: int, buf: mmap.mmap) -> int:
         total += n
 
 
-def read_cached(path: str | Path) -> float:
-    """Return MB/s reading `path` after one untimed read put it in the page cache."""
+def read_cached(path: str | Path, repeat: int = 3) -> float:
+    """Return MB/s (median of `repeat` reads) reading `path` after one untimed read put it in the page cache."""
     buf = mmap.mmap(-1, CHUNK)
     fd = os.open(path, os.O_RDONLY)
     try:
-        _read_all(fd, buf)
-        start = time.perf_counter()
-        n = _read_all(fd, buf) if os.lseek(fd, 0, os.SEEK_SET) == 0 else 0
-        return n / 2**20 / (time.perf_counter() - start)
+        def read() -> None:
+            os.lseek(fd, 0, os.SEEK_SET)
+            _read_all(fd, buf)
+        return os.fstat(fd).st_size / 2**20 / measure.median(measure.measure(read, repeat=repeat, warmup=1))
     finally:
         os.close(fd)
 
 
-def read_cold(path: str | Path) -> tuple[float, str]:
-    """Return (MB/s, method) reading `path` past the page cache: O_DIRECT, else dropping its pages first."""
+def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
+    """Return (MB/s, method) reading `path` past the page cache: O_DIRECT, else dropping its pages first.
+
+    Each of the `repeat` reads is cold; the median is returned.
+    """
     buf = mmap.mmap(-1, CHUNK)  # page-aligned, as O_DIRECT requires
+    size_mb = Path(path).stat().st_size / 2**20
     if hasattr(os, "O_DIRECT"):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        except OSError:  # tmpfs and some network or overlay file systems refuse O_DIRECT (EINVAL)
+            fd = -1
+        if fd >= 0:
             try:
-                start = time.perf_counter()
-                n = _read_all(fd, buf)
-                return n / 2**20 / (time.perf_counter() - start), "O_DIRECT"
+                def direct() -> None:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    _read_all(fd, buf)
+                return size_mb / measure.median(measure.measure(direct, repeat=repeat, warmup=0)), "O_DIRECT"
+            except OSError:
+                pass
             finally:
                 os.close(fd)
-        except OSError:  # tmpfs and some network or overlay file systems refuse O_DIRECT (EINVAL)
-            pass
     fd = os.open(path, os.O_RDONLY)
     try:
         method = "page cache (no way to bypass it here)"
         if hasattr(os, "posix_fadvise"):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             method = "posix_fadvise(DONTNEED), then a plain read"
-        start = time.perf_counter()
-        n = _read_all(fd, buf)
-        return n / 2**20 / (time.perf_counter() - start), method
+
+        def dropped_then_read() -> None:  # the drop is timed too: a system call, small beside the read
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.lseek(fd, 0, os.SEEK_SET)
+            _read_all(fd, buf)
+        return size_mb / measure.median(measure.measure(dropped_then_read, repeat=repeat, warmup=0)), method
     finally:
         os.close(fd)

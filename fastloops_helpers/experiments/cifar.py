@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -13,52 +12,13 @@ import torch
 from .. import config, measure
 from ..data import cifar10, ffcv_io, memmap
 from ..load.batch_loader import BatchLoader
+from ..load.devices import move_to
+from ..load.transforms import OnImages, ResizeCenterCrop
 from ..models import WideResNet
+from ..train import Step, batch_times, table, train_step
 from . import BenchResult
-from .otto import Step, batch_times, table, train_step
 
 RESIZE, CROP = 48, 32  # the seed's DataLoader transform: resize to 48, center-crop 32 (= FFCV's crop ratio 2/3)
-
-
-class Mapped:
-    """Apply a batched function to every (x, y) batch of a loader (the helpers' batched transforms)."""
-
-    def __init__(self, loader: Iterable[Any], fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
-        self.loader, self.fn = loader, fn
-
-    def __len__(self) -> int:
-        return len(self.loader)  # type: ignore[arg-type]
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for x, y in self.loader:
-            yield self.fn(x), y
-
-
-class ResizeCenterCrop:
-    """Resize a uint8 batch (bilinear) and cut its centre in one go: two small matrix products per batch.
-
-    A fixed bilinear resize followed by a fixed crop is linear in the pixels, so it is `W @ image @ W.T`
-    with a (crop x side) matrix `W` that has two non-zeros per row; the rows the crop drops are never
-    computed. Equals the bilinear upsample-then-crop (align_corners=False) up to float rounding.
-    """
-
-    def __init__(self, side: int = 32, resize: int = RESIZE, crop: int = CROP) -> None:
-        pos = ((torch.arange(resize, dtype=torch.float64) + 0.5) * side / resize - 0.5).clamp(min=0)
-        i0 = pos.floor().long().clamp(max=side - 1)
-        frac = pos - i0
-        weights = torch.zeros(resize, side, dtype=torch.float64)
-        weights[torch.arange(resize), i0] += 1 - frac
-        weights[torch.arange(resize), (i0 + 1).clamp(max=side - 1)] += frac
-        top = int(round((resize - crop) / 2.0))
-        self.wt = weights[top:top + crop].T.contiguous().float()  # (side, crop)
-
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the resized, center-cropped uint8 batch (N, C, crop, crop)."""
-        n, c, h, w = x.shape
-        wt = self.wt.to(x.device)
-        cols = (x.reshape(-1, w).float() @ wt).view(n * c, h, -1)        # resize every row: (n*c, h, crop)
-        both = cols.transpose(1, 2).reshape(-1, h) @ wt                   # then every column
-        return both.view(n, c, -1, wt.shape[1]).transpose(2, 3).round_().clamp_(0, 255).to(torch.uint8)
 
 
 def _uint8_chw(image: np.ndarray) -> torch.Tensor:
@@ -98,25 +58,45 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, se
         dataset, batch_size=batch_size, shuffle=True, num_workers=1, pin_memory=device.type == "cuda",
         drop_last=True, generator=torch.Generator().manual_seed(seed))
     mm = data["memmap"]
-    rows = BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True, seed=seed)
-    resize_crop = ResizeCenterCrop()
-    loaders["helpers"] = Mapped(rows, lambda x: resize_crop(x.to(device, non_blocking=True)))
+    resize_crop = ResizeCenterCrop(32, RESIZE, CROP)
+    loaders["helpers"] = BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
+                                     seed=seed, transform=OnImages(lambda x: resize_crop(move_to(x, device,
+                                                                                          non_blocking=True))))
     done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
     loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
                                                  shuffle="grouped", drop_last=True, seed=seed)
     return loaders
 
 
-def wrn_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
-    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed)."""
+def wrn_factory(device: torch.device, seed: int = 0, channels_last: bool = True) -> Callable[[], Step]:
+    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed).
+
+    With `channels_last` every batch (and the model) is put in the channels-last layout first, whatever layout
+    its loader yields: FFCV's `ToTorchImage` yields channels-last, the others plain NCHW, and the convolutions
+    run at different speeds on the two, which would otherwise be counted as the loader's (notebook 11).
+    """
     depth, width = config.size("cifar.wrn")
+    layout = torch.channels_last if channels_last else torch.contiguous_format
 
     def factory() -> Step:
         torch.manual_seed(seed)
-        model = WideResNet(depth, width).to(device)
+        model = WideResNet(depth, width).to(device, memory_format=layout)
         step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
-        return lambda x, y: step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+
+        def run(x: torch.Tensor, y: torch.Tensor) -> Any:
+            x = x.contiguous(memory_format=layout)
+            return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+        return run
     return factory
+
+
+def layout_cost(loaders: dict[str, Any], device: torch.device, repeat: int = 5) -> dict[str, float]:
+    """Time one training step on each loader's first batch as it comes, interleaved; return median seconds."""
+    factory = wrn_factory(device, channels_last=False)
+    steps = {name: (factory(), next(iter(loader))) for name, loader in loaders.items()}
+    seconds = measure.interleaved({name: (lambda s=s, b=b: s(*b)) for name, (s, b) in steps.items()},
+                                  repeat=repeat, warmup=1, device=device)
+    return {name: measure.median(v) for name, v in seconds.items()}
 
 
 def split_times(loader: Iterable[Any], step: Step, steps: int, device: torch.device,
@@ -131,14 +111,13 @@ def split_times(loader: Iterable[Any], step: Step, steps: int, device: torch.dev
     computes: list[float] = []
     batches = iter(loader)
     for i in range(skip + steps):
-        t0 = time.perf_counter()
-        x, y = next(batches)
-        t1 = time.perf_counter()
-        step(x, y)
-        measure.sync(device)
+        with measure.Timer(device) as wait:
+            x, y = next(batches)
+        with measure.Timer(device) as compute:
+            step(x, y)
         if i >= skip:
-            waits.append(t1 - t0)
-            computes.append(time.perf_counter() - t1)
+            waits.append(wait.seconds)
+            computes.append(compute.seconds)
     getattr(batches, "close", lambda: None)()
     return waits, computes
 

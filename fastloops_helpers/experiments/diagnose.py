@@ -19,7 +19,7 @@ from ..measure.diagnose import Diagnosis, diagnose
 from ..models import MLP
 from . import BenchResult
 from . import imagefolder as imf
-from . import otto as otto_exp
+from ..train import train_step
 
 Loop = tuple[Any, Callable[[Any], Any]]  # (loader, step)
 LOOPS = ("ImageFolder, 0 workers", "ImageFolder, 2 workers", "memmap + BatchLoader", "Otto MLP")
@@ -68,7 +68,7 @@ def otto_loop(device: torch.device) -> Loop:
                         num_workers=1, pin_memory=device.type == "cuda")
     torch.manual_seed(0)
     model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
-    step = otto_exp.train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+    step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
     return loader, lambda batch: step(*batch)
 
 

@@ -25,6 +25,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
+from .. import measure
 from ..data import otto
 from ..load.batch_loader import BatchLoader
 from ..models import MLP
@@ -157,6 +158,38 @@ def relative_weight_difference(a: Path, b: Path) -> float:
     wa, wb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
     scale = max(float(w.abs().max()) for w in wa.values())
     return max(float((wa[k] - wb[k]).abs().max()) for k in wa) / scale
+
+
+def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = None) -> dict:
+    """Wrap `model` in nn.DataParallel and report what it does on this machine: its devices, output, time.
+
+    Without a GPU, DataParallel has no devices (`device_ids == []`) and its forward just calls the module.
+    Explained in notebooks/12_scaling_out.ipynb.
+    """
+    dp = nn.DataParallel(model)
+    device = torch.device("cuda", dp.device_ids[0]) if dp.device_ids else torch.device("cpu")
+    model.to(device)
+    x = x.to(device)
+    with torch.no_grad():
+        same = torch.allclose(dp(x), model(x), atol=1e-5)
+        times = measure.interleaved({"module": lambda: model(x), "DataParallel": lambda: dp(x)}, repeat=repeat,
+                                    device=device)
+    return {"gpus": torch.cuda.device_count(), "device_ids": list(dp.device_ids), "same_output": bool(same),
+            "module_s": measure.median(times["module"]), "dataparallel_s": measure.median(times["DataParallel"]),
+            "dataparallel_over_module": measure.ratio(times, "DataParallel", "module")}
+
+
+def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[int]) -> torch.Tensor:
+    """Do what DataParallel's forward does on GPUs, step by step; needs CUDA and `model` on device_ids[0].
+
+    Explained in notebooks/12_scaling_out.ipynb.
+    """
+    from torch.nn.parallel import gather, parallel_apply, replicate, scatter
+
+    chunks = scatter(x, device_ids)                        # split the batch along dim 0, one chunk per GPU
+    replicas = replicate(model, device_ids[:len(chunks)])  # copy the weights to every GPU, at every call
+    outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
+    return gather(outputs, device_ids[0])                  # concatenate the outputs on the first GPU
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from .. import config
+from .. import config, measure
 from ..data.imagefolder import ImageFolder, synthetic_imagefolder
 from ..load.devices import move_to
 from ..measure import timeline
@@ -91,3 +91,23 @@ def run() -> BenchResult:
     knobs = {"images": len(dataset), "px": config.size("anatomy.px"), "batch_size": config.size("anatomy.batch_size"),
              "step_ms": config.size("anatomy.step_ms"), "cores": os.cpu_count(), "main_threads": 1}
     return BenchResult(rows, figures, knobs=knobs, repeats=1)
+
+
+def getitem_costs(dataset: Any, batch_size: int, repeat: int | None = None) -> dict[str, float]:
+    """Split one batch's fetch into its parts, in seconds: per-sample calls, the stack (copy), one batched call.
+
+    `dataset` has both `__getitem__` and `__getitems__` (e.g. teach.workers.BatchedStackedImages).
+    Explained in notebooks/07_dataloader_anatomy.ipynb.
+    """
+    from torch.utils.data import default_collate
+
+    indices = list(range(batch_size))
+    samples = [dataset[i] for i in indices]
+    times = measure.interleaved({
+        "calls": lambda: [dataset[i] for i in indices],
+        "collate": lambda: default_collate(samples),
+        "getitems": lambda: dataset.__getitems__(indices),
+    }, repeat=repeat, warmup=2)
+    out = {f"{name}_s": measure.median(t) for name, t in times.items()}
+    out["batch_bytes"] = float(sum(t.numel() * t.element_size() for t in samples[0]) * batch_size)
+    return out

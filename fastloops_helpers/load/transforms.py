@@ -324,3 +324,31 @@ class ValSampleTransform:
     def precompute(self, img: Image.Image) -> Tensor:
         """Return the deterministic part (resize + center crop) as uint8: what a memmap can store."""
         return center_crop(to_tensor(pil_resize(img, self.resize)), self.crop)
+
+
+class ResizeCenterCrop:
+    """Resize a uint8 batch (bilinear) and cut its centre in one go: two small matrix products per batch.
+
+    A fixed bilinear resize followed by a fixed crop is linear in the pixels, so it is `W @ image @ W.T`
+    with a (crop x side) matrix `W` that has two non-zeros per row; the rows the crop drops are never
+    computed. Equals the bilinear upsample-then-crop (align_corners=False) up to float rounding.
+    Explained in notebooks/11_ffcv_cifar.ipynb.
+    """
+
+    def __init__(self, side: int = 32, resize: int = 48, crop: int = 32) -> None:
+        pos = ((torch.arange(resize, dtype=torch.float64) + 0.5) * side / resize - 0.5).clamp(min=0)
+        i0 = pos.floor().long().clamp(max=side - 1)
+        frac = pos - i0
+        weights = torch.zeros(resize, side, dtype=torch.float64)
+        weights[torch.arange(resize), i0] += 1 - frac
+        weights[torch.arange(resize), (i0 + 1).clamp(max=side - 1)] += frac
+        top = int(round((resize - crop) / 2.0))
+        self.wt = weights[top:top + crop].T.contiguous().float()  # (side, crop)
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        """Return the resized, center-cropped uint8 batch (N, C, crop, crop)."""
+        n, c, h, w = x.shape
+        wt = self.wt.to(x.device)
+        cols = (x.reshape(-1, w).float() @ wt).view(n * c, h, -1)        # resize every row: (n*c, h, crop)
+        both = cols.transpose(1, 2).reshape(-1, h) @ wt                   # then every column
+        return both.view(n, c, -1, wt.shape[1]).transpose(2, 3).round_().clamp_(0, 255).to(torch.uint8)

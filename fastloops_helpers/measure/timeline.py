@@ -11,6 +11,7 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
+import multiprocessing
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -45,6 +46,8 @@ def _lane() -> str:
     info = get_worker_info()
     if info is not None:
         return f"worker {info.id}"
+    if multiprocessing.parent_process() is not None:  # e.g. a ProcessPrefetcher's loader process
+        return "prefetch process"
     return "main: load" if threading.current_thread() is threading.main_thread() else "main: prefetch thread"
 
 

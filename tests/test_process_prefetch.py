@@ -1,0 +1,133 @@
+import psutil
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
+
+CPU = "cpu"
+
+
+def batches(n=7, size=4):
+    """A generator loader: batch i holds the numbers i*size .. i*size+size-1, and a label and a name."""
+    for i in range(n):
+        x = torch.arange(i * size, (i + 1) * size, dtype=torch.float32)
+        yield {"x": x.reshape(-1, 1), "y": (x % 3).long(), "name": f"b{i}", "i": i}
+
+
+class Batches:
+    """Iterable that restarts each epoch (a generator cannot be iterated twice)."""
+
+    def __init__(self, n=7, size=4, fail_at=None):
+        self.n, self.size, self.fail_at = n, size, fail_at
+
+    def __iter__(self):
+        for i, b in enumerate(batches(self.n, self.size)):
+            if i == self.fail_at:
+                raise ValueError(f"broken batch {i}")
+            yield b
+
+    def __len__(self):
+        return self.n
+
+
+def children():
+    return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != "zombie"]
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_keeps_order_and_content(slots):
+    got = list(ProcessPrefetcher(Batches(), depth=2, device=CPU, slots=slots))
+    want = list(batches())
+    assert [b["i"] for b in got] == list(range(7)) and [b["name"] for b in got] == [b["name"] for b in want]
+    for g, w in zip(got, want):
+        assert torch.equal(g["x"], w["x"]) and torch.equal(g["y"], w["y"])
+    assert not children()
+
+
+def test_slots_copy_out_so_earlier_batches_stay_intact():
+    got = list(ProcessPrefetcher(Batches(n=9), depth=2, device=CPU, slots=True))  # 9 batches through 2 slots
+    assert [int(b["x"][0, 0]) for b in got] == [4 * i for i in range(9)]
+
+
+def test_a_smaller_last_batch_and_a_misfit_batch_travel_correctly():
+    loader = [torch.ones(4, 2), torch.full((2, 2), 2.0), torch.full((6, 2), 3.0), torch.zeros(3, 5)]
+    got = list(ProcessPrefetcher(loader, depth=2, device=CPU, slots=True))
+    assert [tuple(t.shape) for t in got] == [(4, 2), (2, 2), (6, 2), (3, 5)]
+    assert all(torch.equal(g, w) for g, w in zip(got, loader))
+
+
+def test_works_over_a_dataloader_with_workers():
+    ds = TensorDataset(torch.arange(40.0).reshape(20, 2))
+    loader = DataLoader(ds, batch_size=3, num_workers=2)
+    got = torch.cat([b[0] for b in ProcessPrefetcher(loader, device=CPU)])
+    assert torch.equal(got, ds.tensors[0])
+    assert not children()
+
+
+@pytest.mark.parametrize("slots", [False, True])
+def test_propagates_the_loaders_exception_after_the_batches_before_it(slots):
+    seen = []
+    with pytest.raises(ValueError, match="broken batch 3") as err:
+        for b in ProcessPrefetcher(Batches(fail_at=3), device=CPU, slots=slots):
+            seen.append(b["i"])
+    assert seen == [0, 1, 2]
+    assert "ProcessPrefetcher's process after 3 batch" in "".join(err.value.__notes__)
+    assert not children()
+
+
+def test_a_child_that_dies_is_reported_with_its_exit_code():
+    def dying():
+        yield torch.ones(1)
+        import os
+        os._exit(7)
+
+    with pytest.raises(RuntimeError, match="exited with code 7"):
+        list(ProcessPrefetcher(dying(), device=CPU))
+    assert not children()
+
+
+def test_break_leaves_no_process_behind():
+    for b in ProcessPrefetcher(Batches(n=50), device=CPU):
+        if b["i"] == 2:
+            break
+    assert not children()
+
+
+def test_close_stops_the_child_of_a_running_iteration():
+    pf = ProcessPrefetcher(Batches(n=50), device=CPU, slots=True)
+    it = iter(pf)
+    assert next(it)["i"] == 0
+    assert len(children()) == 1
+    pf.close()
+    assert not children()
+    with pytest.raises(StopIteration):
+        next(it)
+
+
+def test_iterates_again_for_a_second_epoch_and_has_a_length():
+    pf = ProcessPrefetcher(Batches(n=3), device=CPU)
+    assert len(pf) == 3
+    assert [b["i"] for b in pf] == [b["i"] for b in pf] == [0, 1, 2]
+
+
+def test_rejects_a_depth_below_one():
+    with pytest.raises(ValueError, match="depth must be >= 1, got 0"):
+        ProcessPrefetcher([], depth=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_batches_arrive_on_the_device_equal_to_the_loaders():
+    got = list(ProcessPrefetcher(Batches(n=9), depth=2, device="cuda"))
+    want = list(batches(9))
+    assert all(g["x"].is_cuda and torch.equal(g["x"].cpu(), w["x"]) for g, w in zip(got, want))
+    assert not children()
+
+
+def test_a_second_epoch_after_the_parent_used_intra_op_threads_does_not_hang():
+    # regression: the child inherited a dead OpenMP pool and waited on it in share_memory_ (fixed by one thread)
+    big = [torch.randn(64, 3, 64, 64) for _ in range(4)]
+    pf = ProcessPrefetcher(big, depth=2, device=CPU, slots=True)
+    for _ in range(2):
+        assert sum(int(torch.equal(g, w)) for g, w in zip(pf, big)) == 4  # the clones use the parent's threads
+    assert not children()

@@ -12,9 +12,11 @@ from .load.devices import move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
 from .load.transforms import Normalize, RandomCrop, RandomHFlip, center_crop, normalize, random_crop, random_hflip, resize
 from .measure.diagnose import Diagnosis, diagnose
+from .load.threads import ThreadLoader
 
 __version__ = "0.2.0"
 
 __all__ = ["BatchLoader", "CUDAPrefetcher", "ThreadPrefetcher", "move_to", "write_memmap", "load_memmap", "measure",
            "Normalize", "RandomCrop", "RandomHFlip", "center_crop", "normalize", "random_crop", "random_hflip", "resize"]
 __all__ += ["diagnose", "Diagnosis"]
+__all__ += ["ThreadLoader"]

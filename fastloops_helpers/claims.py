@@ -72,7 +72,7 @@ def _c(name: str, seed: str, claim: str, seed_figure: str, notebook: str, **kw: 
 N00, N01, N02, N03, N04 = "00_setup", "01_the_question", "02_getitem_cost", "03_custom_loader", "04_fast_shuffle"
 N05, N06, N07, N08 = "05_fusion", "06_device_moves", "07_dataloader_anatomy", "08_read_and_decode"
 N09, N10, N11, N12 = "09_precompute_memmap", "10_ffcv_otto", "11_ffcv_cifar", "12_scaling_out"
-N14, N15 = "14_threads_vs_processes", "15_is_my_loop_input_bound"
+N14, N15 = "14_threads_or_processes", "15_is_my_loop_input_bound"
 SPDL = "SPDL paper"
 SPDL_SOURCE = "arXiv 2504.20067 (Meta, SPDL), ImageNet iteration vs the PyTorch DataLoader"
 

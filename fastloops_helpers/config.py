@@ -88,6 +88,11 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     # interleaved rounds of the benchmarks whose ratios targets check (issue 11): more rounds, steadier medians
     "loops.rounds": (5, 21, 1000),                 # rounds of the vectorised loops (numpy, helpers, ...): ms each
     "gather.rounds": (3, 15, 30),                  # rounds of the gather primitives and the helpers' loader
+    "threads.batch_size": (8, 32, 32),             # images per batch in notebook 14's pipelines
+    "threads.epochs": (1, 2, 3),                   # timed epochs per pipeline (after one warm-up epoch)
+    "threads.threads_per_core": (2, 2, 2),         # threads per core of the thread pipelines (I/O overlaps decode)
+    "threads.limit_images": (8, 64, 244),          # images timed on one thread for the physical limit
+    "threads.gil_images": (8, 32, 64),             # JPEGs decoded for each decoder's 2-thread speedup
 }
 
 

@@ -1,0 +1,271 @@
+"""Threads or processes: DataLoader workers, SPDL, torchdata.nodes and ThreadLoader on decode-every-epoch work.
+
+Explained in notebooks/14_threads_or_processes.ipynb.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import pickle
+import threading
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psutil
+import torch
+from torch.utils.data import DataLoader
+
+from .. import config, measure
+from ..measure import timeline
+from ..measure.clock import now
+from ..data.decoders import encode_jpegs, find_decoders
+from ..data.imagefolder import ImageFolder, synthetic_imagefolder
+from ..load import transforms as T
+from ..load.threads import ThreadLoader
+from . import BenchResult
+from . import imagefolder as imf
+
+RESIZE, CROP = 256, 224
+GIL_DECODERS = ("Pillow", "simplejpeg", "PyTurboJPEG")
+FFMPEG_NOTE = "spdl.io's decoders need FFmpeg 6+ (Debian 12 ships 5.1): SPDL runs the same Pillow function here"
+
+
+class Decode:
+    """One PIL image -> resize the shorter side, center crop, uint8 CHW tensor (picklable, no state)."""
+
+    def __call__(self, img: Any) -> torch.Tensor:
+        return T.ValSampleTransform(RESIZE, CROP).precompute(img)
+
+
+def dataset() -> ImageFolder:
+    """Return the synthetic ImageFolder's train split at the scale's size, decoding every access."""
+    return ImageFolder(synthetic_imagefolder() / "train", transform=Decode())
+
+
+def tree_cpu_s() -> float:
+    """Return the user + system CPU seconds of this process and its live children."""
+    procs = [psutil.Process()] + psutil.Process().children(recursive=True)
+    total = 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + (t.children_user + t.children_system if p is procs[0] else 0.0)
+        except psutil.Error:
+            pass
+    return total
+
+
+def tree_pss_mb() -> float:
+    """Return the summed proportional set size (PSS) of this process and its children, in MB."""
+    total = 0
+    for p in [psutil.Process()] + psutil.Process().children(recursive=True):
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return total / 1e6
+
+
+def epoch_stats(make: Callable[[], Iterable[Any]], epochs: int) -> dict[str, float]:
+    """Run `epochs` timed epochs of the loader `make()` returns (after one warm-up); return rates, CPU and PSS."""
+    loader = make()
+    sum(1 for _ in loader)
+    rates, cpu, pss, first = [], [], [], []
+    for _ in range(epochs):
+        images, it, c0, mid = 0, iter(loader), tree_cpu_s(), None
+        with measure.Timer() as t:
+            with measure.Timer() as f:
+                images += len(next(it)[0])
+            for k, (x, _) in enumerate(it):
+                images += len(x)
+                if k == 2:
+                    mid = tree_pss_mb()
+        rates.append(images / t.seconds)
+        cpu.append((tree_cpu_s() - c0) / images)
+        pss.append(mid if mid is not None else tree_pss_mb())
+        first.append(f.seconds)
+    del it, loader
+    return {"img_per_s": measure.median(rates), "cpu_s_per_img": measure.median(cpu),
+            "pss_mb": max(pss), "first_batch_s": measure.median(first)}
+
+
+def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]:
+    """Return an iterable whose each pass runs SPDL's thread pipeline over `ds` in order."""
+    from spdl.pipeline import PipelineBuilder
+
+    class Epochs:
+        def __iter__(self) -> Any:
+            p = (PipelineBuilder().add_source(range(len(ds))).pipe(ds.__getitem__, concurrency=threads,
+                                                                     output_order="input")
+                 .aggregate(batch_size).pipe(torch.utils.data.default_collate).add_sink(3).build(num_threads=threads))
+            with p.auto_stop():
+                yield from p
+    return Epochs()
+
+
+def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) -> Iterable[Any]:
+    """Return an iterable whose each pass runs torchdata.nodes' ParallelMapper (threads or processes)."""
+    import torchdata.nodes as tn
+
+    class Epochs:
+        def __iter__(self) -> Any:
+            gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
+            node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
+                                     method=method, in_order=True)
+            node = tn.Batcher(node, batch_size, drop_last=False)
+            yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
+    return Epochs()
+
+
+def configurations(ds: ImageFolder, batch_size: int) -> dict[str, Callable[[], Iterable[Any]]]:
+    """Return {pipeline name: a function making its loader}; optional packages missing are left out."""
+    cores = os.cpu_count() or 1
+    k = config.size("threads.threads_per_core") * cores
+    configs: dict[str, Callable[[], Iterable[Any]]] = {
+        f"DataLoader, {w} workers (fork)": (lambda w=w: DataLoader(ds, batch_size, num_workers=w,
+                                                                    persistent_workers=w > 0))
+        for w in range(cores + 1)}
+    configs[f"ThreadLoader, {k} threads"] = lambda: ThreadLoader(ds, batch_size, threads=k)
+    if _has("spdl.pipeline"):
+        configs[f"SPDL pipeline, {k} threads"] = lambda: spdl_loader(ds, batch_size, k)
+    if _has("torchdata.nodes"):
+        configs[f"torchdata.nodes, {k} threads"] = lambda: nodes_loader(ds, batch_size, k, "thread")
+        configs[f"torchdata.nodes, {cores} processes"] = lambda: nodes_loader(ds, batch_size, cores, "process")
+    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
+                                                                              batch_size)
+    return configs
+
+
+def skipped() -> dict[str, str]:
+    """Return {optional pipeline: why it is skipped here}."""
+    out = {"spdl.io decoders": FFMPEG_NOTE}
+    for mod, extra in (("spdl.pipeline", "spdl-core"), ("torchdata.nodes", "torchdata")):
+        if not _has(mod):
+            out[mod] = f"not installed: pip install '.[threads]' (needs {extra})"
+    return out
+
+
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+        return True
+    except Exception:  # noqa: BLE001 - ImportError or a broken native library
+        return False
+
+
+def startup(ds: ImageFolder, batch_size: int, methods: tuple[str, ...] = ("fork", "forkserver", "spawn")
+            ) -> list[dict[str, Any]]:
+    """Return the first-batch latency of a fresh DataLoader with `cores` workers under each start method."""
+    workers, size = os.cpu_count() or 1, len(pickle.dumps(ds))
+    rows = []
+    for m in methods:
+        dl = DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m)
+        with measure.Timer() as t:
+            next(iter(dl))
+        rows.append({"start_method": m, "workers": workers, "first_batch_s": t.seconds, "pickled_bytes": size})
+    return rows
+
+
+def per_sample_rate(ds: ImageFolder, count: int) -> float:
+    """Return the images/s of the per-sample function (read, decode, resize, crop) on one thread."""
+    n = min(count, len(ds))
+    seconds = measure.measure(lambda: [ds[i] for i in range(n)], repeat=3, warmup=1)
+    return n / measure.median(seconds)
+
+
+def gil_speedups(count: int, px: int) -> dict[str, float]:
+    """Return {decoder: 2-thread over 1-thread speedup of decoding `count` JPEGs}: ~2 when it releases the GIL."""
+    blobs = encode_jpegs(count, px)
+    found, _ = find_decoders()
+    out = {}
+    for name in GIL_DECODERS:
+        if name not in found:
+            continue
+        dec = found[name]
+        with ThreadPoolExecutor(2) as pool:
+            t = measure.interleaved({"1": lambda: [dec(b) for b in blobs],
+                                     "2": lambda: list(pool.map(dec, blobs))}, repeat=3, warmup=1)
+        out[name] = measure.median(t["1"]) / measure.median(t["2"])
+    return out
+
+
+def run() -> BenchResult:
+    """Measure every pipeline, the start methods, the physical limit and the decoders' GIL release."""
+    ds, bs = dataset(), config.size("threads.batch_size")
+    epochs, cores = config.size("threads.epochs"), os.cpu_count() or 1
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
+    try:
+        rows = [{"pipeline": name, **epoch_stats(make, epochs)}
+                for name, make in measure.progress(configurations(ds, bs).items(), desc="pipelines")]
+        limit = per_sample_rate(ds, config.size("threads.limit_images")) * cores
+        starts = startup(ds, bs)
+    finally:
+        torch.set_num_threads(torch_threads)
+    gil = gil_speedups(config.size("threads.gil_images"), config.size("imagefolder.px"))
+    return BenchResult(rows, figures(rows, limit, starts, gil), knobs={
+        "images": len(ds), "batch_size": bs, "cores": cores, "epochs": epochs, "skipped": skipped()}, repeats=epochs)
+
+
+def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any]],
+            gil: dict[str, float]) -> dict[str, float]:
+    """Return the flat figures the targets check."""
+    dl_best = max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])
+    tl = next(r for r in rows if r["pipeline"].startswith("ThreadLoader"))
+    spdl = next((r for r in rows if r["pipeline"].startswith("SPDL")), None)
+    out = {"limit_img_per_s": limit, "threadloader_img_per_s": tl["img_per_s"],
+           "dataloader_best_img_per_s": dl_best["img_per_s"],
+           "helpers_threads_over_limit": tl["img_per_s"] / limit,
+           "helpers_threads_over_dataloader_best": tl["img_per_s"] / dl_best["img_per_s"],
+           "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl_best["pss_mb"],
+           "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl_best["cpu_s_per_img"],
+           "pickled_dataset_bytes": starts[0]["pickled_bytes"]}
+    if spdl is not None:
+        out["helpers_threads_over_spdl"] = tl["img_per_s"] / spdl["img_per_s"]
+    for s in starts:
+        out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
+    for name, v in gil.items():
+        out[f"gil_speedup_2threads_{name}"] = v
+    return out
+
+
+class _TimedSamples:
+    """Wrap a dataset so each sample's fetch is recorded with the name of the thread that ran it."""
+
+    def __init__(self, ds: Any) -> None:
+        self.ds, self.events, self.lock = ds, [], threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.ds)
+
+    def __getitem__(self, index: int) -> Any:
+        start = now()
+        x = self.ds[index]
+        with self.lock:
+            self.events.append((threading.current_thread().name.replace("ThreadLoader_", "thread "), "fetch",
+                                start, now()))
+        return x
+
+    def collate(self, samples: list[Any]) -> timeline.TimedBatch:
+        start = now()
+        data = torch.utils.data.default_collate(samples)
+        with self.lock:
+            events, self.events = self.events, []
+        return timeline.TimedBatch(data, events + [("main: collate", "collate", start, now())])
+
+
+def timelines(ds: ImageFolder, batch_size: int, step_s: float, batches: int) -> dict[str, timeline.Timeline]:
+    """Record `batches` batches of the ThreadLoader and of the DataLoader (cores workers) before a sleeping step."""
+    cores = os.cpu_count() or 1
+    k = config.size("threads.threads_per_core") * cores
+    timed = _TimedSamples(ds)
+    step = timeline.gpu_like_step(step_s)
+    out = {f"ThreadLoader, {k} threads": timeline.record(ThreadLoader(timed, batch_size, threads=k,
+                                                                      collate=timed.collate),
+                                                         step, max_batches=batches)}
+    tds, tc = timeline.instrument(ds)
+    out[f"DataLoader, {cores} workers"] = timeline.record(DataLoader(tds, batch_size, num_workers=cores,
+                                                                     collate_fn=tc), step, max_batches=batches)
+    return out

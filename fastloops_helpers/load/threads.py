@@ -1,0 +1,150 @@
+"""A thread loader: BatchLoader's epoch order and sharding, the per-sample work on a thread pool of this process.
+
+Explained in notebooks/14_threads_or_processes.ipynb.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+from torch.utils.data import default_collate
+
+from .order import _mix, epoch_order, shard, shard_size
+
+
+def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """Return a CPU generator whose state depends only on (seed, epoch, index)."""
+    return torch.Generator().manual_seed(_mix(_mix(seed, epoch), index))
+
+
+class ThreadLoader:
+    """Load batches by running the dataset's ``__getitem__`` on a pool of threads in this process.
+
+    Parameters
+    ----------
+    dataset
+        A map-style dataset (``len`` and ``__getitem__``), e.g. an ImageFolder whose transform decodes, resizes
+        and crops. If its ``__getitem__`` accepts a ``generator`` keyword, each call gets a ``torch.Generator``
+        seeded from (seed, epoch, index) (see ``sample_generator``): augmentations drawn from it are
+        reproducible and independent of the thread count and of which thread runs the sample. Never let
+        such a dataset draw from the global RNG, which all threads share.
+    batch_size
+        Samples per batch.
+    threads
+        Worker threads. Decoders that release the GIL (Pillow, simplejpeg, PyTurboJPEG) run in parallel.
+    shuffle
+        False (in order) or True (a permutation per epoch that depends only on (seed, epoch)).
+    seed
+        The seed of the epoch orders and of the per-sample generators (default 0).
+    drop_last
+        Drop the last incomplete batch, and shard like DistributedSampler with drop_last.
+    rank, world_size
+        This process's shard: every ``world_size``-th index of the epoch's order, starting at ``rank``.
+    collate
+        Turns a list of samples into a batch (default: torch's ``default_collate``).
+    prefetch
+        At most this many batches in flight (submitted, not yet yielded); default ``2 * threads``.
+
+    Batches come out in order. An exception in a worker is raised in the main thread as a ``RuntimeError``
+    naming the sample index. Leaving the loop (``break``), ``close()`` or garbage collection cancels the
+    queued samples and joins the threads. Each iteration moves to the next epoch; ``set_epoch(e)`` chooses it.
+    Explained in notebooks/14_threads_or_processes.ipynb.
+    """
+
+    def __init__(self, dataset: Any, batch_size: int = 1, *, threads: int = 4, shuffle: bool = False,
+                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
+                 collate: Callable[[list[Any]], Any] = default_collate, prefetch: int | None = None) -> None:
+        if batch_size < 1 or threads < 1:
+            raise ValueError(f"batch_size and threads must be >= 1, got batch_size={batch_size}, threads={threads}")
+        if not 0 <= rank < world_size:
+            raise ValueError(f"rank must be in [0, world_size={world_size}), got rank={rank}")
+        self.dataset, self.batch_size, self.threads = dataset, batch_size, threads
+        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
+        self.rank, self.world_size, self.collate = rank, world_size, collate
+        self.prefetch = 2 * threads if prefetch is None else prefetch
+        if self.prefetch < 1:
+            raise ValueError(f"prefetch must be >= 1 batch, got {self.prefetch}")
+        self.epoch = 0
+        self._takes_generator = _takes_generator(dataset)
+        self._live: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration uses."""
+        self.epoch = int(epoch)
+
+    def num_samples(self) -> int:
+        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
+        return shard_size(len(self.dataset), self.world_size, self.drop_last)
+
+    def __len__(self) -> int:
+        n = self.num_samples()
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def indices(self, epoch: int | None = None) -> torch.Tensor:
+        """Return this rank's index order for `epoch` (default: the current one), before batching."""
+        epoch = self.epoch if epoch is None else epoch
+        order = epoch_order(len(self.dataset), self.shuffle, self.seed, epoch)
+        return shard(order, self.rank, self.world_size, self.drop_last)
+
+    def __iter__(self) -> Iterator[Any]:
+        epoch, order = self.epoch, self.indices()
+        self.epoch += 1
+        used = len(self) * self.batch_size
+        it = self._run(epoch, order[:used].tolist())
+        self._live.add(it)
+        return it
+
+    def close(self) -> None:
+        """Stop every running iteration of this loader and join its threads."""
+        for it in list(self._live):
+            it.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # noqa: BLE001 - interpreter shutdown
+            pass
+
+    def _load(self, epoch: int, index: int) -> Any:
+        try:
+            if self._takes_generator:
+                return self.dataset.__getitem__(index, generator=sample_generator(self.seed, epoch, index))
+            return self.dataset[index]
+        except Exception as e:
+            raise RuntimeError(f"ThreadLoader: sample {index} failed: {type(e).__name__}: {e}") from e
+
+    def _run(self, epoch: int, order: list[int]) -> Iterator[Any]:
+        pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ThreadLoader")
+        pending: deque[list[Future]] = deque()
+        starts = iter(range(0, len(order), self.batch_size))
+        try:
+            while True:
+                while len(pending) < self.prefetch and (start := next(starts, None)) is not None:
+                    chunk = order[start:start + self.batch_size]
+                    pending.append([pool.submit(self._load, epoch, i) for i in chunk])
+                if not pending:
+                    return
+                yield self.collate([f.result() for f in pending.popleft()])
+        finally:
+            for futures in pending:
+                for f in futures:
+                    f.cancel()
+            pool.shutdown(wait=True, cancel_futures=True)
+
+    def __repr__(self) -> str:
+        return (f"ThreadLoader({type(self.dataset).__name__}, batch_size={self.batch_size}, threads={self.threads}, "
+                f"shuffle={self.shuffle}, batches={len(self)})")
+
+
+def _takes_generator(dataset: Any) -> bool:
+    try:
+        return "generator" in inspect.signature(dataset.__getitem__).parameters
+    except (TypeError, ValueError):
+        return False

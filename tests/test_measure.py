@@ -112,3 +112,12 @@ def test_predicted_prints_within_or_missed(capsys):
     assert out == ["copy: predicted 5-20 GB/s, measured 12.5 GB/s: within",
                    "ratio: predicted <= 1x, measured 1.2x: missed",
                    "speed-up: predicted >= 3, measured 4: within"]
+
+
+def test_progress_shows_a_bar_only_for_loops_longer_than_min_steps(capsys):
+    from fastloops_helpers.measure import display
+
+    list(display.progress(range(display.MIN_STEPS), desc="short"))
+    assert "short" not in capsys.readouterr().err
+    list(display.progress(range(display.MIN_STEPS + 1), desc="long"))
+    assert f"long: 100%" in capsys.readouterr().err

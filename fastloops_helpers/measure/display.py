@@ -14,6 +14,7 @@ from tqdm import tqdm
 T = TypeVar("T")
 TIMING_PREFIX = "[timing]"  # nbval masks exactly this: tests/sanitize.cfg
 BAR_FORMAT = "{l_bar}{bar}| {n_fmt}/{total_fmt}"  # no rate or ETA, so stored outputs stay stable
+MIN_STEPS = 3  # loops this short show no bar: fewer stored lines, and a lecturer sees the cell run anyway
 
 
 def show(label: str, seconds: float) -> None:
@@ -22,7 +23,12 @@ def show(label: str, seconds: float) -> None:
 
 
 def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, **kw: Any) -> Iterable[T]:
-    """Wrap `iterable` in a text progress bar whose final line is the same on every run."""
+    """Wrap `iterable` in a text progress bar whose final line is the same on every run.
+
+    Loops of at most MIN_STEPS known steps get no bar: it would say little and cost a stored output line.
+    """
+    steps = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+    kw.setdefault("disable", steps is not None and steps <= MIN_STEPS)
     return tqdm(iterable, desc=desc, total=total, bar_format=BAR_FORMAT, file=sys.stderr,
                 mininterval=0.5, ascii=True, **kw)
 

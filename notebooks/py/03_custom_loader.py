@@ -6,11 +6,11 @@
 # | **Question** | Can a loader that indexes whole batches keep DataLoader's sampling semantics (every index once per epoch, batch sizes, drop_last, seeds, epochs, sharding) and still be much faster? |
 # | **Seeds** | 000/001, "Or A Custom DataLoader" |
 # | **GPU** | optional: with CUDA the last section also runs the loader on GPU-resident data |
-# | **Run time** | smoke ~15 s · workshop ~1 min · full ~3 min |
+# | **Run time** | <!-- run-time --> workshop ~28 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
 #
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still
-# needs from it, and check that `fastloops_helpers.loaders.BatchLoader` provides those without losing the speed.
+# needs from it, and check that `fastloops_helpers.BatchLoader` provides those without losing the speed.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import numpy as np
@@ -136,21 +136,24 @@ for drop_last in (False, True):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Timing: the slide's loader, the helpers' loader, DataLoader
 #
-# **Prediction.** Both custom loaders do one shuffle and one operation per batch, so they should be within a small
-# factor of each other and two to three orders of magnitude ahead of the per-sample DataLoader. `BatchLoader`
-# shuffles 32-bit indices (half the memory traffic of the slide's 64-bit `randperm`) and gathers many batches
-# with one call, so on the index-only task the two should be close; on a 93-column float matrix the gather
-# primitive decides (notebook 02).
+# **Prediction.** Both custom loaders do one shuffle and one operation per batch: on the index-only task, a
+# shuffle of N indices (about 5-30 ns each) plus N / 300 calls of a few µs, so N x (5 to 50 ns) per epoch. The
+# per-sample DataLoader pays about 2-6 µs per sample (notebook 01). So the custom loaders should be ahead by
+# (2 to 6 µs) / (5 to 50 ns): between 40x and 1200x. On a 93-column float matrix every loader also copies
+# N x 372 B; at a few GB/s that adds 20-50 ms per epoch to the custom loaders and less, relatively, to the
+# DataLoader, so the gap shrinks to roughly (0.6 to 1.8 s) / (25 to 70 ms), 10x to 70x. `BatchLoader` shuffles
+# 32-bit indices (half the memory traffic of the slide's 64-bit `randperm`) and gathers many batches with one
+# call; on the matrix the gather primitive decides between the two custom loaders (notebook 02).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 tasks = {"index-only": torch.arange(num_samples), "93 float32 columns": torch.rand(num_samples, num_features)}
 results = []
 for task, data in tasks.items():
-    epochs = {"slide FastDataloader": loops.iterate(FastDataloader(data, batch_size)),
-              "BatchLoader": loops.iterate(BatchLoader(data, batch_size, shuffle=True, seed=0))}
-    seconds = loops.time_epochs(epochs, num_epochs, desc=task)
-    seconds |= loops.time_epochs({"DataLoader": loops.iterate(DataLoader(data, batch_size, shuffle=True))},
-                                 config.size("loops.worker_epochs"), desc=f"{task}, DataLoader")
+    epochs = {"slide FastDataloader": measure.drain(FastDataloader(data, batch_size)),
+              "BatchLoader": measure.drain(BatchLoader(data, batch_size, shuffle=True, seed=0))}
+    seconds = measure.interleaved(epochs, num_epochs, warmup=1, desc=task, shuffle=True)
+    seconds |= measure.interleaved({"DataLoader": measure.drain(DataLoader(data, batch_size, shuffle=True))},
+                                   config.size("loops.worker_epochs"), warmup=1, desc=f"{task}, DataLoader")
     results += [dict(r, task=task) for r in loops.table(seconds, num_samples)]
 table = pd.DataFrame(results)
 table.pivot(index="loop", columns="task", values="ms_per_epoch").round(2)
@@ -159,17 +162,21 @@ table.pivot(index="loop", columns="task", values="ms_per_epoch").round(2)
 ms = table.set_index(["task", "loop"])["ms_per_epoch"]
 fig = plots.bars(table[table.task == "93 float32 columns"], "ms_per_epoch", "loop", baseline="BatchLoader", log=True,
                  title=f"One epoch of {num_samples:,} rows x {num_features} float32, batch {batch_size}",
-                 unit="ms, log scale")
+                 xlabel="ms per epoch (log scale)")
 plots.save(fig, "03_custom_loader-timing")
+predicted = {"index-only": (40, 1200), "93 float32 columns": (10, 70)}
 for task in tasks:
     print(f"{task}: BatchLoader {ms[task, 'DataLoader'] / ms[task, 'BatchLoader']:.0f}x faster than DataLoader, "
           f"{ms[task, 'slide FastDataloader'] / ms[task, 'BatchLoader']:.1f}x the slide's loader")
+    _ = measure.predicted(f"{task}: DataLoader / BatchLoader", *predicted[task],
+                          ms[task, "DataLoader"] / ms[task, "BatchLoader"], "x")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# On the matrix the slide's loader falls far behind: `data[batch]` with an index tensor is advanced indexing, the
-# slowest of the gathers notebook 02 measured, while `BatchLoader` uses the faster of
-# `index_select` and `np.take`, measured each epoch.
-# The per-sample DataLoader pays a Python call per row and a stack of 300 rows per batch.
+# The estimates miss when the per-sample cost differs from notebook 01's range (a faster or busier CPU) or when
+# the gather runs far from the copy rate (notebook 02: a probe that guesses wrong, threads that wait for a busy
+# core). On the matrix the slide's `data[batch]` with an index tensor is advanced indexing, the general gather
+# of notebook 02, while `BatchLoader` uses the faster of `index_select` and `np.take`, measured each epoch. The
+# per-sample DataLoader pays a Python call per row and a stack of 300 rows per batch.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## On a GPU
@@ -183,8 +190,8 @@ device = config.device()
 if device.type == "cuda":
     gpu_data = tasks["93 float32 columns"].to(device)
     gpu_loader = BatchLoader(gpu_data, batch_size, shuffle=True, seed=0)
-    secs = measure.measure(loops.iterate(gpu_loader), repeat=num_epochs, device=device)
-    measure.show("BatchLoader epoch on GPU-resident data", float(np.median(secs)))
+    secs = measure.measure(measure.drain(gpu_loader), repeat=num_epochs, device=device)
+    measure.show("BatchLoader epoch on GPU-resident data", measure.median(secs))
 else:
     print("no CUDA device: skipping the GPU-resident loader (it runs the same code with the data on the GPU)")
 
@@ -193,28 +200,33 @@ else:
 #
 # The slide's ten lines already give most of the speed: one shuffle and one indexing call per batch. What they
 # lack is semantics, not speed: drop_last, reproducible seeds per epoch, sharding, several fields, numpy and memmap
-# data. `BatchLoader` adds those, yields exactly the index multisets and batch sizes of DataLoader and
-# DistributedSampler, and stays orders of magnitude ahead of the per-sample DataLoader.
+# data. `BatchLoader` adds those and yields exactly the index multisets and batch sizes of DataLoader and
+# DistributedSampler; the ratios printed above say how far ahead of the per-sample DataLoader it stays here.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
 #
-# The slide's claim: a custom loader that indexes a whole batch at once is much faster than DataLoader. We check
-# that on the index-only task both custom loaders beat the per-sample DataLoader by more than 10x, and that on the
-# float matrix `BatchLoader` beats DataLoader by more than 3x and the slide's loader outright (the ratio between
-# the two custom loaders on the index-only task is printed above; it moves too much on a busy machine for a
-# pass/fail line).
+# The slide's claim: a custom loader that indexes a whole batch at once is much faster than DataLoader. The
+# claims registry holds the thresholds; the index-only checks hold with a wide margin on a busy machine, so
+# nbval compares them (the ratio between the two custom loaders on the index-only task is printed above, not
+# checked: it moves too much).
 
 # %% slideshow={"slide_type": "-"}
-index_only, matrix = tasks
-print("index-only: custom loaders > 10x faster than DataLoader:",
-      all(ms[index_only, "DataLoader"] / ms[index_only, name] > 10 for name in ("slide FastDataloader", "BatchLoader")))
-print("matrix: BatchLoader > 3x faster than DataLoader:", ms[matrix, "DataLoader"] / ms[matrix, "BatchLoader"] > 3)
-print("matrix: BatchLoader faster than the slide's loader:", ms[matrix, "BatchLoader"] < ms[matrix, "slide FastDataloader"])
+from fastloops_helpers import claims
+
+figures = {f"{t.split()[0]}_{k}_ms".replace(" ", "_").replace("-", "_"): v for (t, k), v in ms.items()}
+for name in ("index_only_custom_over_dataloader", "index_only_batchloader_over_dataloader"):
+    claims.check(name, figures)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# On the matrix both loaders copy the same rows, so the ratios are smaller and a busy neighbour can push them
+# across a threshold; nbval does not compare these verdicts:
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+for name in ("matrix_batchloader_over_dataloader", "matrix_batchloader_over_slide_loader"):
+    claims.check(name, figures)
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = {f"{t.split()[0]}_{k}_ms": v for (t, k), v in ms.items()}
-figures = {k.replace(" ", "_").replace("-", "_"): v for k, v in figures.items()}
 knobs = {"samples": num_samples, "batch_size": batch_size, "features": num_features}
 print("saved", measure.save_results("03_custom_loader", figures, results, knobs, num_epochs).name)
 

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables) |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | smoke ~1 min · workshop ~3 min · full: hours on a CPU (WRN-28-10), minutes on a GPU |
+# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-11-23) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -28,6 +28,7 @@ from fastloops_helpers.data import ffcv_io
 from fastloops_helpers.measure import plots
 from fastloops_helpers.experiments import cifar as bench
 from fastloops_helpers.data import cifar10
+from fastloops_helpers.load import transforms as T
 from fastloops_helpers.models import WideResNet, count_parameters
 
 print(config.describe())
@@ -94,7 +95,7 @@ except ValueError as err:
 #   center-crop 32, to a float tensor), `num_workers=1`, `pin_memory` on a GPU.
 # * **helpers**: the raw images written once to a memory-mapped file (`memmap.precompute`), read by
 #   `BatchLoader(shuffle="grouped")` (the quasi-random order of notebook 04), and resized + cropped per batch
-#   by `bench.ResizeCenterCrop`: a fixed bilinear resize followed by a fixed crop is linear in the pixels, so
+#   by `transforms.ResizeCenterCrop`: a fixed bilinear resize followed by a fixed crop is linear in the pixels, so
 #   it is two small matrix products per batch. **helpers-precomputed** goes one step further (notebook 09's
 #   lesson): the transform is deterministic, so it is applied once at write time and an epoch is only reads.
 #
@@ -102,7 +103,7 @@ except ValueError as err:
 # loaders serve the same pictures; the batched transform reproduces Pillow's to within rounding:
 
 # %% slideshow={"slide_type": "subslide"}
-resize_crop = bench.ResizeCenterCrop()
+resize_crop = T.ResizeCenterCrop()
 batched = resize_crop(torch.from_numpy(images[:16]).permute(0, 3, 1, 2).contiguous()).float()
 per_sample = torch.stack([cifar10.PillowResizeCrop()(im) for im in images[:16]]) * 255
 print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample).abs().mean() < 2))
@@ -160,7 +161,7 @@ for name, loader in measure.progress(stepped.items(), desc="full step", total=le
 full, waits = bench.table(full, batch_size), bench.table(waits, batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print(f"full-step uplift of the fastest loader vs DataLoader: {full['uplift_%'].min():+.0f} % "
       f"(load only: {load.loc[full.index, 'uplift_%'].min():+.0f} %)")
 
@@ -194,6 +195,40 @@ for name, row in hidden.iterrows():
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Saving the figures
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Why a loader can change the step: the batch's memory layout
+#
+# A first run of this notebook had the full step behind FFCV clearly faster than behind the other loaders, by
+# far more than the whole load time: a gap that loading cannot explain. The batches differ in one way that is
+# invisible in their shape: FFCV's `ToTorchImage` hands out *channels-last* tensors (strides N, 1, W·C, C:
+# the three colours of a pixel side by side), the DataLoader and the helpers plain NCHW. oneDNN's CPU
+# convolutions (and cuDNN's on tensor cores) run faster on channels-last, and `x.float()` keeps the layout, so
+# the whole network ran in the faster layout behind FFCV.
+#
+# **Prediction:** the same step on the same pixels is faster on a channels-last batch than on an NCHW one, so
+# the step on each loader's own batch, timed interleaved without any conversion, puts FFCV's first; once every
+# batch is converted (what `bench.wrn_factory` now does, with the model in channels-last too), the full-step
+# table above compares the loaders, not the layouts.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+as_delivered = bench.layout_cost(stepped, device)   # one step per loader's own batch, no conversion
+for name, seconds in as_delivered.items():
+    layout = "channels-last" if next(iter(stepped[name]))[0].is_contiguous(memory_format=torch.channels_last) else "NCHW"
+    print(f"{name:>10} ({layout:>13}): {seconds * 1e3:7.1f} ms per step on its batch as delivered")
+print("torch intra-op threads in this process:", torch.get_num_threads(), "(importing ffcv sets it to 1)")
+if HAVE_FFCV:
+    nchw = min(v for k, v in as_delivered.items() if k != "FFCV")
+    _ = measure.predicted("NCHW step over channels-last step", 1.0, float("inf"), nchw / as_delivered["FFCV"], "x")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The prediction can miss, and the size of the effect is not settled by one run: it depends on the
+# convolution kernels oneDNN picks for this CPU, on the number of intra-op threads (importing ffcv sets torch's
+# thread count to one for the whole process, which is why every step here runs on one thread), on whether the
+# weights share the input's layout (here they stay NCHW, so some layers convert on the fly), and on the spread
+# of a step that takes about a second on a shared machine, which is of the same order as the effect. What the
+# change to `wrn_factory` guarantees is narrower and certain: every loader's batch now reaches the model in the
+# same layout, so the full-step table measures the loaders alone; compare its spread with the load-only gap.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures = {f"{n.lower().replace('-', '_')}_load_img_per_s": float(rate[n]) for n in rate.index}

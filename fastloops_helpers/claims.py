@@ -136,7 +136,8 @@ CLAIMS: tuple[Claim, ...] = (
     _c("seed_worker_fixes_rng", "002", "a dataset-owned RNG repeats across workers; seed_worker fixes it", "",
        N07),
     _c("process_prefetcher_speedup", "002", "one loader process sacrificed into a prefetcher process hides "
-       "loading behind the step", "Prefetching Implementation #2 (no number)", N07, at_least=1.2),
+       "loading behind the step", "Prefetching Implementation #2 (no number)", N07, figure="process_prefetch_speedup",
+       at_least=1.2),
     # 08: read and decode
     _c("cached_over_cold", "002", "storage speed matters: the page cache reads faster than a cold read", "",
        N08, at_least=1.5),
@@ -176,17 +177,20 @@ CLAIMS: tuple[Claim, ...] = (
        "-91 % (median uplift, on a GPU)", N10, at_most=-50, unit=" %", needs="gpu"),
     # 11: FFCV on CIFAR-10 (seed 003)
     _c("cifar_ffcv_over_dataloader_load", "003", "FFCV's load-only step is far faster than DataLoader's on "
-       "CIFAR-10", "0.82 ms vs 28.9 ms load-only (-97 %)", N11, at_least=3),
+       "CIFAR-10", "0.82 ms vs 28.9 ms load-only (-97 %)", N11, figure="ffcv_over_dataloader_load",
+       at_least=3),
     _c("cifar_step_gain_over_load_gain", "003", "the full WRN step gains much less than loading alone",
-       "-11 % full step vs -97 % load-only", N11, at_most=0.5),
+       "-11 % full step vs -97 % load-only", N11,
+       figure="dataloader_step_over_ffcv_step/ffcv_over_dataloader_load", at_most=0.5),
     _c("cifar_helpers_over_dataloader_load", "project", "the helpers load CIFAR far faster than DataLoader", "",
-       N11, at_least=3),
+       N11, figure="helpers_over_dataloader_load", at_least=3),
     _c("cifar_dataloader_load_share_pct", "003", "the WRN dominates the step: loading is under half of it", "",
        N11, at_most=50, unit=" %"),
     _c("cifar_dataloader_step_over_ffcv_step", "003", "with a heavy WRN the full-step gap shrinks (overlap on "
-       "the GPU)", "25.8 ms vs 29.1 ms (-11 %)", N11, at_least=1.0, needs="gpu"),
+       "the GPU)", "25.8 ms vs 29.1 ms (-11 %)", N11, figure="dataloader_step_over_ffcv_step", at_least=1.0,
+       needs="gpu"),
     _c("cifar_helpers_over_ffcv_load", "project", "the helpers' on-the-fly CIFAR path loads at least as fast as "
-       "FFCV's decoder", "", N11, at_least=1.0),
+       "FFCV's decoder", "", N11, figure="helpers_over_ffcv_load", at_least=1.0),
     # 12: scaling out
     _c("ddp_matches_single", "001/002", "DDP on shards trains the same weights as one process on the global "
        "batch", "DDP as the automatic solution", N12),
@@ -241,7 +245,7 @@ TARGETS: tuple[Target, ...] = (
     Target("bench-imagefolder", "memmap_val_speedup", at_least=20),
     Target("bench-otto", "otto_helpers_over_ffcv_load", at_least=1.0),
     Target("bench-otto", "otto_helpers_over_dataloader_load", at_least=10),
-    Target("bench-cifar", "cifar_helpers_over_ffcv_load", at_least=1.0),
+    Target("bench-cifar", "helpers_over_ffcv_load", at_least=1.0),
     Target("bench-threads", "helpers_threads_over_limit", at_least=0.8),
     Target("bench-threads", "helpers_threads_over_dataloader_best", at_least=1.0),
     Target("bench-threads", "helpers_threads_over_spdl", at_least=1.0),

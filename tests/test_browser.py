@@ -103,7 +103,7 @@ def test_lab_opens_and_runs_notebook_00_in_chromium(tmp_path):
         tab.screenshot(path=str(shots() / "lab-00_setup.png"))
         assert tab.locator(".jp-OutputArea-output").count() >= 8
         assert tab.locator("[data-mime-type='application/vnd.jupyter.error']").count() == 0, "a cell raised"
-        assert "timer honest:" in text and "active scale: smoke" in text  # the last cells ran, at the smoke scale
+        assert "[claim] timer_sleep_ratio" in text and "active scale: smoke" in text  # the last cells ran, at smoke scale
         tab.goto(url.replace("/lab?", "/rise/00_setup.ipynb?"))  # the RISE extension's slideshow view
         tab.wait_for_selector(".reveal .slides section", timeout=60_000)
         assert tab.locator(".reveal .slides > section").count() > 1, "RISE shows one slide: no slide metadata?"

@@ -31,8 +31,23 @@ class Batches:
         return self.n
 
 
-def children():
+def _alive() -> list[psutil.Process]:
     return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != "zombie"]
+
+
+BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children():
+    """Remember the processes earlier tests left running (a forkserver lives as long as pytest does)."""
+    BEFORE.clear()
+    BEFORE.update(c.pid for c in _alive())
+
+
+def children():
+    """Return the live processes this test started and left behind."""
+    return [c for c in _alive() if c.pid not in BEFORE]
 
 
 @pytest.mark.parametrize("slots", [False, True])

@@ -153,6 +153,19 @@ def test_site_includes_the_report_and_its_figures(tmp_path):
     assert 'href="report.html"' in (tmp_path / "site" / "index.html").read_text()
 
 
+def test_site_claims_table_shows_the_figures_a_notebook_saved(tmp_path):
+    from fastloops_helpers import claims
+
+    c = next(c for c in claims.CLAIMS if c.at_least is not None and "/" not in c.key)
+    results = tmp_path / "results"
+    results.mkdir()
+    doc = {"name": c.notebook, "provenance": {}, "figures": {c.key: c.at_least * 1000 + 0.5}}
+    (results / f"{c.notebook}.json").write_text(__import__("json").dumps(doc))
+    table = site.claims_table(results)
+    assert "reproduced" in table and f"{c.at_least * 1000 + 0.5:.3g}" in table and "make reproduce" not in table
+    assert "make reproduce" in site.claims_table(tmp_path / "nothing")
+
+
 def test_hardware_line_is_found_in_stored_outputs():
     nb = toy_notebook()
     line = "Intel(R) Xeon(R) Processor (2c/2t), 24 GiB RAM, no GPU | python 3.11.7, torch 2.13.0+cpu"

@@ -119,13 +119,15 @@ def write_notebook_page(seq: list[Entry], i: int, out: Path) -> Path:
 
 def claims_table(results: Path) -> str:
     """Return the seeds' claims as an HTML table: as measured when results/ holds saved figures."""
-    from .. import claims
+    from .. import runs
 
-    if claims.load_figures(results):
-        table = claims.evaluate(results)[["seed", "claim", "seed figure", "measured", "needed", "status", "source"]]
+    docs = runs.load(results)
+    table = runs.evaluate(docs)
+    if runs.notebooks(docs):
+        table = table[["seed", "says", "seed figure", "measured here", "needs", "status", "notebook"]]
         note = f"measured in {_shown(results)} (its provenance says where)"
     else:
-        table = claims.evaluate(results)[["seed", "claim", "seed figure", "needed", "source"]]
+        table = table[["seed", "says", "seed figure", "needs", "notebook"]]
         note = (f"no saved results in {_shown(results)}: run <code>make reproduce</code> to measure them here; "
                 "notebook 13 shows them as measured in the run stored in the notebooks")
     return f"<p>{note}.</p>" + table.to_html(index=False, classes="fl", border=0, na_rep="-", float_format="{:.3g}".format)

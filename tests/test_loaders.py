@@ -231,3 +231,28 @@ def test_transform_is_applied_to_every_whole_batch_in_order():
 def test_transform_must_be_callable():
     with pytest.raises(TypeError, match="transform must be a function"):
         BatchLoader(torch.arange(4), 2, transform="normalize")
+
+
+def test_the_probe_keeps_every_batch_and_drops_a_clearly_slower_gather(monkeypatch):
+    import time
+
+    from fastloops_helpers.load import batch_loader
+
+    data = {"x": torch.rand(600, 16), "y": torch.arange(600)}
+    monkeypatch.setattr(batch_loader, "CHUNK_BYTES", 8 * 72)  # one batch of 8 rows per chunk: 75 chunks
+    monkeypatch.setattr(rows, "CPU_GATHER", "measure")
+    calls = []
+    real_take = rows.take
+
+    def take(d, index, primitive=None):
+        calls.append(primitive)
+        if primitive == "index_select":
+            time.sleep(0.02)  # far slower than a gather of 8 rows
+        return real_take(d, index, primitive)
+
+    monkeypatch.setattr(rows, "take", take)
+    got = list(BatchLoader(data, 8, shuffle=True, seed=1))
+    assert len(got) == 75 and all(torch.equal(b["x"], data["x"][b["y"]]) for b in got)
+    assert sorted(torch.cat([b["y"] for b in got]).tolist()) == list(range(600))
+    assert calls[:2] == ["numpy", "index_select"]  # one try each, then the clear winner for the rest
+    assert calls[2:] == ["numpy"] * 73

@@ -20,6 +20,8 @@ from . import rows
 from .order import epoch_order, shard, shard_size
 
 CHUNK_BYTES = 2**19  # rows gathered per call: bigger amortises the call; 512 KiB stays in L2 (measured best)
+PROBE = 6  # chunks the "measure" gather times at the start of an epoch (alternating the candidates)
+CLEAR_WIN = 3.0  # a candidate this many times slower than the other after one chunk each is not tried again
 
 
 class BatchLoader:
@@ -121,23 +123,26 @@ class BatchLoader:
         row_bytes = rows.row_nbytes(self.data)
         chunks = list(order.split(max(1, CHUNK_BYTES // max(1, row_bytes) // self.batch_size) * self.batch_size))
         primitive = None
-        if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 8:
-            primitive = yield from self._probe(chunks[:4])
-            chunks = chunks[4:]
+        if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 2 * PROBE:
+            primitive, used = yield from self._probe(chunks[:PROBE])
+            chunks = chunks[used:]
         for index in chunks:
             yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
 
     def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
-        # time each candidate gather on alternate chunks (still yielded), return the faster: the winner depends on
-        # whether other work keeps this machine's cores busy right now (notebooks/02_getitem_cost.ipynb)
-        seconds = dict.fromkeys(rows.PROBED, 0.0)
-        for i, index in enumerate(chunks):
-            name = rows.PROBED[i % len(rows.PROBED)]
+        # time each candidate gather on alternate chunks (still yielded); return the faster by its best time, and
+        # how many chunks it took: the winner depends on whether other work keeps this machine's cores busy right
+        # now (notebooks/02_getitem_cost.ipynb). A candidate CLEAR_WIN times slower after one try each ends it.
+        best = dict.fromkeys(rows.PROBED, math.inf)
+        for i, index in enumerate(chunks, start=1):
+            name = rows.PROBED[(i - 1) % len(rows.PROBED)]
             with Timer("cpu") as t:
                 chunk = rows.take(self.data, index, name)
-            seconds[name] += t.seconds
+            best[name] = min(best[name], t.seconds)
             yield from rows.split(chunk, self.batch_size)
-        return min(seconds, key=seconds.get)
+            if i % len(rows.PROBED) == 0 and max(best.values()) > CLEAR_WIN * min(best.values()):
+                break
+        return min(best, key=best.get), i
 
     def __repr__(self) -> str:
         return (f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "

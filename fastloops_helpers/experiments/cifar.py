@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -99,27 +99,34 @@ def layout_cost(loaders: dict[str, Any], device: torch.device, repeat: int = 5) 
     return {name: measure.median(v) for name, v in seconds.items()}
 
 
-def split_times(loader: Iterable[Any], step: Step, steps: int, device: torch.device,
-                skip: int = 1) -> tuple[list[float], list[float]]:
-    """Train `steps` batches from `loader`; return per step the seconds spent waiting for the batch and computing.
+def step_times(loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step], steps: int,
+               device: torch.device, skip: int = 1) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Train `steps` batches from each loader, the loaders taking turns; return {loader: waits}, {loader: steps}.
 
-    The wait is what loading costs the loop while the model trains: near the load-only time when nothing
-    loads in the background, near 0 when a worker or thread prepared the batch during the previous step.
-    Explained in notebooks/11_ffcv_cifar.ipynb.
+    A step takes the next batch (timed apart: the wait) and trains on it. The loaders take turns in a new order
+    every round (`measure.interleaved`), so a slow spell of a shared machine hits them all alike; a block of
+    steps per loader hands the whole spell to one of them. The wait is what loading costs the loop: near the
+    load-only time when nothing loads in the background, near 0 when a worker or thread prepared the batch
+    meanwhile. Taking turns also gives a background loader the other loaders' steps to prepare in, so its wait
+    is a lower bound once its load time approaches a step. Explained in notebooks/11_ffcv_cifar.ipynb.
     """
-    waits: list[float] = []
-    computes: list[float] = []
-    batches = iter(loader)
-    for i in range(skip + steps):
-        with measure.Timer(device) as wait:
-            x, y = next(batches)
-        with measure.Timer(device) as compute:
-            step(x, y)
-        if i >= skip:
-            waits.append(wait.seconds)
-            computes.append(compute.seconds)
-    getattr(batches, "close", lambda: None)()
-    return waits, computes
+    batches = {name: iter(loader) for name, loader in loaders.items()}
+    train = {name: factory() for name in loaders}
+    waits: dict[str, list[float]] = {name: [] for name in loaders}
+
+    def one(name: str) -> Callable[[], Any]:
+        def run() -> Any:
+            with measure.Timer(device) as wait:
+                x, y = next(batches[name])
+            waits[name].append(wait.seconds)
+            return train[name](x, y)
+        return run
+
+    full = measure.interleaved({name: one(name) for name in loaders}, steps, warmup=skip, device=device,
+                               desc="full step", shuffle=True)
+    for it in batches.values():
+        getattr(it, "close", lambda: None)()
+    return {name: w[skip:] for name, w in waits.items()}, full
 
 
 def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
@@ -129,12 +136,8 @@ def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) 
     for name, loader in measure.progress(loaders.items(), desc="load only", total=len(loaders)):
         batch_times(loader, 1, None, device=device)  # warm-up epoch (numba compiles FFCV's pipeline)
         load[name] = batch_times(loader, epochs, None, skip=0, device=device)  # whole epochs: throughput
-    full = {}
     stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
-    waits, full = {}, {}
-    for name, loader in measure.progress(stepped.items(), desc="full step", total=len(stepped)):
-        wait, compute = split_times(loader, factory(), steps, device)
-        waits[name], full[name] = wait, [w + c for w, c in zip(wait, compute)]
+    waits, full = step_times(stepped, factory, steps, device)
     return {"load": table(load, batch_size), "step": table(full, batch_size), "wait": table(waits, batch_size)}
 
 

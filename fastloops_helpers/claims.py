@@ -75,6 +75,7 @@ N09, N10, N11, N12 = "09_precompute_memmap", "10_ffcv_otto", "11_ffcv_cifar", "1
 N14, N15 = "14_threads_or_processes", "15_is_my_loop_input_bound"
 SPDL = "SPDL paper"
 SPDL_SOURCE = "arXiv 2504.20067 (Meta, SPDL), ImageNet iteration vs the PyTorch DataLoader"
+TORCH_THREADS_SOURCE = "pytorch/pytorch pull request 161044 (thread-based DataLoader workers, ImageNet images)"
 
 CLAIMS: tuple[Claim, ...] = (
     # 00: the tools the later checks rely on (no seed figure)
@@ -204,6 +205,15 @@ CLAIMS: tuple[Claim, ...] = (
        source=SPDL_SOURCE),
     _c("spdl_memory_saving_gb", SPDL, "... and less memory", "50 GB less memory", N14, needs="published",
        unit=" GB", source=SPDL_SOURCE),
+    _c("ft_thread_workers_disk", "PyTorch", "DataLoader thread workers with the GIL load images from disk slower "
+       "than process workers; on free-threaded 3.14t about as fast", "about 30 % slower with the GIL, comparable "
+       "on 3.14t", N14, needs="published", source=TORCH_THREADS_SOURCE),
+    _c("ft_thread_workers_memory", "PyTorch", "DataLoader thread workers use less memory than process workers "
+       "(data in memory), at comparable throughput", "2-3x less memory", N14, needs="published",
+       source=TORCH_THREADS_SOURCE),
+    _c("ft_single_thread_penalty_pct", "CPython", "the free-threaded build runs single-threaded code slower",
+       "roughly 5-10 % on 3.14", N14, needs="published", unit=" %", source="Python 3.14 What's New, free-threaded "
+       "CPython"),
     # 15: diagnose (issue 14)
     _c("diagnose_input_bound_found", "project", "diagnose calls the per-sample ImageFolder DataLoader input-bound",
        "", N15),

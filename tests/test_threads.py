@@ -90,3 +90,22 @@ def test_no_thread_left_after_break_and_close():
     del it, tl
     gc.collect()
     assert loader_threads() == []
+
+
+def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_threading():
+    from fastloops_helpers.experiments import threads as exp
+
+    rows = [{"pipeline": "DataLoader 1 worker", "img_per_s": 100.0, "cpu_s_per_img": 0.02, "pss_mb": 500.0},
+            {"pipeline": "DataLoader 2 workers", "img_per_s": 150.0, "cpu_s_per_img": 0.02, "pss_mb": 600.0},
+            {"pipeline": "ThreadLoader 4 threads", "img_per_s": 180.0, "cpu_s_per_img": 0.01, "pss_mb": 450.0}]
+    starts = [{"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
+              for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))]
+    f = exp.figures(rows, 200.0, starts, {"Pillow": 1.8})
+    assert f["helpers_threads_over_dataloader_best"] == 180 / 150 and f["helpers_threads_over_limit"] == 0.9
+    assert f["helpers_threads_pss_over_dataloader_best"] == 450 / 600
+    assert f["helpers_threads_pss_over_dataloader_forkserver"] == 450 / 1500
+    assert f["first_batch_s_forkserver"] == 2.0 and "helpers_threads_over_spdl" not in f
+    ft = exp.free_threaded_prediction(limit=200.0, measured=160.0)
+    lo, hi = sorted(exp.FREE_THREADED_PENALTY)
+    assert ft["low_img_per_s"] == 200 * (1 - hi) and ft["high_img_per_s"] == 200 * (1 - lo)
+    assert ft["gain_high"] == ft["high_img_per_s"] / 160

@@ -29,6 +29,7 @@ from . import imagefolder as imf
 
 RESIZE, CROP = 256, 224
 GIL_DECODERS = ("Pillow", "simplejpeg", "PyTurboJPEG")
+FREE_THREADED_PENALTY = (0.05, 0.10)  # 3.14t's single-thread slowdown (claims: ft_single_thread_penalty_pct)
 FFMPEG_NOTE = "spdl.io's decoders need FFmpeg 6+ (Debian 12 ships 5.1): SPDL runs the same Pillow function here"
 
 
@@ -157,14 +158,17 @@ def _has(module: str) -> bool:
 
 def startup(ds: ImageFolder, batch_size: int, methods: tuple[str, ...] = ("fork", "forkserver", "spawn")
             ) -> list[dict[str, Any]]:
-    """Return the first-batch latency of a fresh DataLoader with `cores` workers under each start method."""
+    """Return the first-batch latency of a fresh DataLoader with `cores` workers under each start method, and the
+    PSS of all its processes while they run."""
     workers, size = os.cpu_count() or 1, len(pickle.dumps(ds))
     rows = []
     for m in methods:
-        dl = DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m)
+        batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m))
         with measure.Timer() as t:
-            next(iter(dl))
-        rows.append({"start_method": m, "workers": workers, "first_batch_s": t.seconds, "pickled_bytes": size})
+            next(batches)
+        rows.append({"start_method": m, "workers": workers, "first_batch_s": t.seconds, "pickled_bytes": size,
+                     "pss_mb": tree_pss_mb()})
+        del batches
     return rows
 
 
@@ -226,9 +230,19 @@ def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any
         out["helpers_threads_over_spdl"] = tl["img_per_s"] / spdl["img_per_s"]
     for s in starts:
         out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
+        out[f"helpers_threads_pss_over_dataloader_{s['start_method']}"] = tl["pss_mb"] / s["pss_mb"]
     for name, v in gil.items():
         out[f"gil_speedup_2threads_{name}"] = v
     return out
+
+
+def free_threaded_prediction(limit: float, measured: float) -> dict[str, float]:
+    """Predict the thread loader on a free-threaded build: every stage parallel, so the limit less the penalty.
+
+    Explained in notebooks/14_threads_or_processes.ipynb (section 6).
+    """
+    low, high = (limit * (1 - p) for p in sorted(FREE_THREADED_PENALTY, reverse=True))
+    return {"low_img_per_s": low, "high_img_per_s": high, "gain_low": low / measured, "gain_high": high / measured}
 
 
 class _TimedSamples:

@@ -6,7 +6,7 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: the pinned-memory section runs only with CUDA and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~11 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> workshop ~13 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
@@ -20,7 +20,7 @@ import dataclasses
 import pandas as pd
 import torch
 
-from fastloops_helpers import config, measure
+from fastloops_helpers import claims, config, measure
 from fastloops_helpers.experiments import bandwidth, devices
 from fastloops_helpers.measure import plots
 
@@ -232,6 +232,8 @@ else:
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures = dict(result.figures, numpy_copy_gb_per_s=rate, torch_save_predicted_us=predicted_us)
+if len(jax_rows):  # a yes/no figure: 1.0 when every JAX way moved every leaf with equal values
+    figures["jax_device_put_moves_all"] = float((jax_rows.correct_cpu == "ok").all())
 path = measure.save_results("06_device_moves", figures, rows=result.rows + cuda_rows.to_dict("records"),
                            knobs=dict(result.knobs, cuda_mb=CUDA_MB), repeats=result.repeats)
 print("saved", path.name)
@@ -265,8 +267,7 @@ if len(jax_rows):
 # %% slideshow={"slide_type": "subslide"}
 for name, verdict in checks["moved correctly (meta)"].items():
     print(f"{name}: {'moves every tensor' if verdict == 'ok' else 'misses tensors'}")
-print("JAX ways checked:", "all move every leaf" if (jax_rows.correct_cpu == "ok").all() else "some miss",
-      f"({len(jax_rows) // 2} ways)" if len(jax_rows) else "(JAX not installed)")
+claims.check("jax_device_put_moves_all", figures, why="JAX is not installed")
 print("pinned-memory claims:", "measured above" if torch.cuda.is_available() else "need a GPU, not checked here")
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]

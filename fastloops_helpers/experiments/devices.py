@@ -143,13 +143,11 @@ def check_jax(original: Any, moved: Any) -> str:
     Explained in notebooks/06_device_moves.ipynb.
     """
     import jax
-    from torch.utils._pytree import keystr, tree_flatten_with_path
 
-    # JAX rebuilds dicts with sorted keys: compare leaf by leaf through their paths
-    want = {keystr(path): leaf for path, leaf in tree_flatten_with_path(original)[0]}
-    got = {keystr(path): leaf for path, leaf in tree_flatten_with_path(moved)[0]}
-    if want.keys() != got.keys():
-        return f"structure differs: leaves {sorted(got)} instead of {sorted(want)}"
+    pairs = _leaves_by_path(original, moved)
+    if isinstance(pairs, str):
+        return pairs
+    want, got = pairs
     for path, a in want.items():
         b = got[path]
         if not isinstance(b, jax.Array):
@@ -159,6 +157,17 @@ def check_jax(original: Any, moved: Any) -> str:
         if not np.array_equal(np.asarray(b), a.numpy()):
             return f"xs{path} has different values"
     return "ok"
+
+
+def _leaves_by_path(original: Any, moved: Any) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """Return both trees' leaves keyed by path, or how their structures differ (JAX rebuilds dicts sorted)."""
+    from torch.utils._pytree import keystr, tree_flatten_with_path
+
+    want = {keystr(path): leaf for path, leaf in tree_flatten_with_path(original)[0]}
+    got = {keystr(path): leaf for path, leaf in tree_flatten_with_path(moved)[0]}
+    if want.keys() != got.keys():
+        return f"structure differs: leaves {sorted(got)} instead of {sorted(want)}"
+    return want, got
 
 
 def _via_torch_save(obj: Any, device: torch.device) -> Any:
@@ -210,24 +219,21 @@ def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:
     Values are compared only when `device` can be read back (not on the meta device).
     Explained in notebooks/06_device_moves.ipynb.
     """
-    from torch.utils._pytree import keystr, tree_flatten_with_path
-
     device = torch.device(device)
     if is_tensor_collection(moved):
         moved = moved.to_dict()
-    # JAX rebuilds dicts with sorted keys: compare leaf by leaf through their paths
-    want = {keystr(path): leaf for path, leaf in tree_flatten_with_path(original)[0]}
-    got = {keystr(path): leaf for path, leaf in tree_flatten_with_path(moved)[0]}
-    if want.keys() != got.keys():
-        return f"structure differs: leaves {sorted(got)} instead of {sorted(want)}"
+    pairs = _leaves_by_path(original, moved)
+    if isinstance(pairs, str):
+        return pairs
+    want, got = pairs
     for path, a in want.items():
         b = got[path]
         if not isinstance(b, torch.Tensor):
             if not isinstance(a, torch.Tensor):
                 continue
-            return f"xs{keystr(path)} is a {type(b).__name__}, not a tensor"
+            return f"xs{path} is a {type(b).__name__}, not a tensor"
         if b.device.type != device.type:
-            return f"xs{keystr(path)} is on {b.device}, not on {device}"
+            return f"xs{path} is on {b.device}, not on {device}"
         if device.type != "meta" and not torch.equal(a.cpu(), b.cpu()):
-            return f"xs{keystr(path)} has different values"
+            return f"xs{path} has different values"
     return "ok"

@@ -197,8 +197,11 @@ for name, row in hidden.iterrows():
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Why a loader can change the step: the batch's memory layout
 #
-# A first run of this notebook had the full step behind FFCV clearly faster than behind the other loaders, by
-# far more than the whole load time: a gap that loading cannot explain. The batches differ in one way that is
+# Earlier runs of this notebook had the full step behind one loader clearly faster than behind the others, by
+# far more than the whole load time: a gap that loading cannot explain. Measurement found two causes. One was the
+# order of the measurement: each loader's steps ran as one block, so a slow or fast spell of the shared machine
+# fell on one loader; the full-step table above now lets the loaders take turns. The other is below. The
+# batches differ in one way that is
 # invisible in their shape: FFCV's `ToTorchImage` hands out *channels-last* tensors (strides N, 1, W·C, C:
 # the three colours of a pixel side by side), the DataLoader and the helpers plain NCHW. oneDNN's CPU
 # convolutions (and cuDNN's on tensor cores) run faster on channels-last, and `x.float()` keeps the layout, so

@@ -105,3 +105,19 @@ def test_batched_resize_crop_equals_upsample_then_crop():
     pil = torch.stack([cifar10.PillowResizeCrop()(im) for im in images]) * 255
     batched = ResizeCenterCrop()(torch.from_numpy(images).permute(0, 3, 1, 2).contiguous()).float()
     assert (batched - pil).abs().mean() < 3
+
+
+@pytest.mark.parametrize("side,resize,crop", [(32, 48, 32), (32, 40, 32), (64, 48, 32), (31, 47, 30), (224, 256, 224)])
+def test_resize_crop_reads_only_the_window_and_samples_the_full_resize(side, resize, crop):
+    from fastloops_helpers.load.transforms import ResizeCenterCrop
+
+    x = torch.randint(0, 256, (2, 3, side, side), dtype=torch.uint8)
+    top = int(round((resize - crop) / 2))
+    ref = torch.nn.functional.interpolate(x.float(), size=(resize, resize), mode="bilinear", align_corners=False)
+    ref = ref[..., top:top + crop, top:top + crop]
+    rc = ResizeCenterCrop(side, resize, crop)
+    assert torch.allclose(rc(x.float()), ref, atol=1e-3)  # float path: the same sample positions
+    assert (rc(x).float() - ref.round()).abs().max() <= 1  # uint8 kernel: rounding only
+    assert torch.equal(rc(x[0]), rc(x)[0])
+    if (side, resize, crop) == (32, 48, 32):
+        assert rc.stop - rc.start == 23  # the crop reads 23 of the 32 rows, not all of them

@@ -9,6 +9,7 @@ Explained in notebooks/09_precompute_memmap.ipynb.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -327,28 +328,45 @@ class ValSampleTransform:
 
 
 class ResizeCenterCrop:
-    """Resize a uint8 batch (bilinear) and cut its centre in one go: two small matrix products per batch.
+    """Resize a batch (bilinear) and cut its centre, resizing only the input window that the crop reads.
 
-    A fixed bilinear resize followed by a fixed crop is linear in the pixels, so it is `W @ image @ W.T`
-    with a (crop x side) matrix `W` that has two non-zeros per row; the rows the crop drops are never
-    computed. Equals the bilinear upsample-then-crop (align_corners=False) up to float rounding.
-    Explained in notebooks/11_ffcv_cifar.ipynb.
+    Each bilinear output reads two neighbouring pixels per axis, so the crop's outputs need a window of the
+    input. The window starts where the input and output grids meet (a multiple of side/gcd(side, resize)
+    input pixels), so resizing it alone samples the same positions as the full resize. On a CPU a uint8 batch
+    goes through torch's uint8 bilinear kernel, which reads channels-last: store images HWC and pass
+    `x.permute(0, 3, 1, 2)` to skip a layout copy. Equals bilinear resize-then-crop (align_corners=False) up to
+    rounding; the result is a view in channels-last layout. Explained in notebooks/11_ffcv_cifar.ipynb.
     """
 
     def __init__(self, side: int = 32, resize: int = 48, crop: int = 32) -> None:
-        pos = ((torch.arange(resize, dtype=torch.float64) + 0.5) * side / resize - 0.5).clamp(min=0)
-        i0 = pos.floor().long().clamp(max=side - 1)
-        frac = pos - i0
-        weights = torch.zeros(resize, side, dtype=torch.float64)
-        weights[torch.arange(resize), i0] += 1 - frac
-        weights[torch.arange(resize), (i0 + 1).clamp(max=side - 1)] += frac
+        if not 0 < crop <= resize or side < 1:
+            raise ValueError(f"need side >= 1 and 0 < crop <= resize, got side={side}, resize={resize}, crop={crop}")
+        self.scale = resize / side
         top = int(round((resize - crop) / 2.0))
-        self.wt = weights[top:top + crop].T.contiguous().float()  # (side, crop)
+        self.start, first = self._window_start(side, resize, top)
+        last = (top + crop - 0.5) / self.scale - 0.5  # source position of the last output kept
+        self.stop = min(side, math.floor(last) + 2)
+        if math.floor((self.stop - self.start) * self.scale) < top + crop - first:  # shrinking: resize it all
+            self.start, first, self.stop = 0, 0, side
+        self.keep = slice(top - first, top - first + crop)
 
-    def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        """Return the resized, center-cropped uint8 batch (N, C, crop, crop)."""
-        n, c, h, w = x.shape
-        wt = self.wt.to(x.device)
-        cols = (x.reshape(-1, w).float() @ wt).view(n * c, h, -1)        # resize every row: (n*c, h, crop)
-        both = cols.transpose(1, 2).reshape(-1, h) @ wt                   # then every column
-        return both.view(n, c, -1, wt.shape[1]).transpose(2, 3).round_().clamp_(0, 255).to(torch.uint8)
+    def _window_start(self, side: int, resize: int, top: int) -> tuple[int, int]:
+        """Return (first input pixel, first output) of the window: grids aligned, no clamping inside the crop."""
+        g = math.gcd(side, resize)
+        k = top // (resize // g)
+        while k > 0 and (top - k * resize // g + 0.5) / self.scale < 0.5:
+            k -= 1
+        return k * side // g, k * resize // g
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """Return the resized, center-cropped batch (N, C, crop, crop), or image (C, crop, crop), of x's dtype."""
+        _check_image(x)
+        window = (x if x.dim() == 4 else x[None])[..., self.start:self.stop, self.start:self.stop]
+        kw = {"scale_factor": self.scale, "mode": "bilinear", "align_corners": False, "recompute_scale_factor": False}
+        if x.dtype == torch.uint8 and x.device.type == "cpu":
+            out = F.interpolate(window.contiguous(memory_format=torch.channels_last), **kw)
+        else:  # GPUs have no uint8 bilinear kernel: compute in float
+            out = F.interpolate(window.float(), **kw)
+            out = out.round_().clamp_(0, 255).to(x.dtype) if x.dtype == torch.uint8 else out.to(x.dtype)
+        out = out[..., self.keep, self.keep]
+        return out if x.dim() == 4 else out[0]

@@ -96,6 +96,8 @@ def take(data: Any, index: torch.Tensor, primitive: str | None = None) -> Any:
     """Return the rows `index` of every field, keeping the structure (dict, tuple, list, TensorDict, ...)."""
     if isinstance(data, torch.Tensor):
         return gather(data, index, primitive)
+    if _plain_tensors(data):
+        return type(data)(gather(x, index, primitive) for x in data)
     return map_leaves(lambda leaf: _take_leaf(leaf, index, primitive), data)
 
 
@@ -109,7 +111,14 @@ def split(data: Any, batch_size: int) -> list[Any]:
     """Cut every field into consecutive batches of `batch_size` rows (views, no copy)."""
     if isinstance(data, torch.Tensor):
         return _split_tensor(data, batch_size)
+    if _plain_tensors(data):
+        return [type(data)(batch) for batch in zip(*(_split_tensor(x, batch_size) for x in data))]
     return unzip(map_leaves(lambda leaf: Parts(_split_leaf(leaf, batch_size)), data))
+
+
+def _plain_tensors(data: Any) -> bool:
+    # the common (X, y) case: skipping the structure walker saves tens of µs of Python per batch
+    return type(data) in (tuple, list) and all(type(x) is torch.Tensor for x in data)
 
 
 class Parts:

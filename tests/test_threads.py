@@ -95,17 +95,41 @@ def test_no_thread_left_after_break_and_close():
 def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_threading():
     from fastloops_helpers.experiments import threads as exp
 
-    rows = [{"pipeline": "DataLoader 1 worker", "img_per_s": 100.0, "cpu_s_per_img": 0.02, "pss_mb": 500.0},
-            {"pipeline": "DataLoader 2 workers", "img_per_s": 150.0, "cpu_s_per_img": 0.02, "pss_mb": 600.0},
-            {"pipeline": "ThreadLoader 4 threads", "img_per_s": 180.0, "cpu_s_per_img": 0.01, "pss_mb": 450.0}]
+    rows = [{"pipeline": "DataLoader 1 worker", "img_per_s": 100.0, "cpu_s_per_img": 0.02, "pss_mb": 500.0,
+             "added_pss_mb": 100.0},
+            {"pipeline": "DataLoader 2 workers", "img_per_s": 150.0, "cpu_s_per_img": 0.02, "pss_mb": 600.0,
+             "added_pss_mb": 200.0},
+            {"pipeline": "ThreadLoader 4 threads", "img_per_s": 180.0, "cpu_s_per_img": 0.01, "pss_mb": 450.0,
+             "added_pss_mb": 40.0}]
     starts = [{"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
               for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))]
     f = exp.figures(rows, 200.0, starts, {"Pillow": 1.8})
     assert f["helpers_threads_over_dataloader_best"] == 180 / 150 and f["helpers_threads_over_limit"] == 0.9
     assert f["helpers_threads_pss_over_dataloader_best"] == 450 / 600
+    assert f["helpers_threads_added_pss_over_dataloader_best"] == 40 / 200 and f["pss_baseline_mb"] == 410
+    assert f["dataloader_added_pss_for_half_total_mb"] == 410 + 2 * 40  # then (410 + 40) / (410 + 490) = 0.5
     assert f["helpers_threads_pss_over_dataloader_forkserver"] == 450 / 1500
     assert f["first_batch_s_forkserver"] == 2.0 and "helpers_threads_over_spdl" not in f
     ft = exp.free_threaded_prediction(limit=200.0, measured=160.0)
     lo, hi = sorted(exp.FREE_THREADED_PENALTY)
     assert ft["low_img_per_s"] == 200 * (1 - hi) and ft["high_img_per_s"] == 200 * (1 - lo)
     assert ft["gain_high"] == ft["high_img_per_s"] / 160
+
+
+def test_epoch_stats_counts_the_workers_memory_as_added_and_waits_for_them_to_exit():
+    import psutil
+    from fastloops_helpers.experiments import threads as exp
+
+    data = torch.utils.data.TensorDataset(torch.arange(64.0), torch.arange(64))
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    s = exp.epoch_stats(lambda: torch.utils.data.DataLoader(data, 8, num_workers=2, persistent_workers=True), 1)
+    assert s["added_pss_mb"] > 5  # two worker processes hold pages of their own
+    assert 0 < s["added_pss_mb"] < s["pss_mb"]
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert [p for p in left if p.is_running() and p.status() != psutil.STATUS_ZOMBIE] == []
+
+
+def test_default_prefetch_keeps_every_thread_busy_with_two_batches_at_least():
+    assert ThreadLoader(range(100), 32, threads=4).prefetch == 2  # 64 samples queued for 4 threads
+    assert ThreadLoader(range(100), 1, threads=4).prefetch == 8   # one-sample batches: 2 per thread
+    assert ThreadLoader(range(100), 3, threads=4).prefetch == 3

@@ -70,7 +70,12 @@ def tree_pss_mb() -> float:
 
 
 def epoch_stats(make: Callable[[], Iterable[Any]], epochs: int) -> dict[str, float]:
-    """Run `epochs` timed epochs of the loader `make()` returns (after one warm-up); return rates, CPU and PSS."""
+    """Run `epochs` timed epochs of the loader `make()` returns (after one warm-up); return rates, CPU and PSS.
+
+    `pss_mb` is the memory of every process while the loader runs; `added_pss_mb` is that less the process
+    tree's PSS just before the loader was made: what loading itself costs.
+    """
+    before, base = _child_pids(), tree_pss_mb()
     loader = make()
     sum(1 for _ in loader)
     rates, cpu, pss, first = [], [], [], []
@@ -88,8 +93,20 @@ def epoch_stats(make: Callable[[], Iterable[Any]], epochs: int) -> dict[str, flo
         pss.append(mid if mid is not None else tree_pss_mb())
         first.append(f.seconds)
     del it, loader
+    _reap(before)
     return {"img_per_s": measure.median(rates), "cpu_s_per_img": measure.median(cpu),
-            "pss_mb": max(pss), "first_batch_s": measure.median(first)}
+            "pss_mb": max(pss), "added_pss_mb": max(pss) - base, "first_batch_s": measure.median(first)}
+
+
+def _child_pids() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _reap(before: set[int], timeout: float = 5.0) -> None:
+    """Collect the loader just dropped and wait for the processes it started, so the next baseline is clean."""
+    gc.collect()
+    started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    psutil.wait_procs(started, timeout=timeout)
 
 
 def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]:
@@ -215,8 +232,7 @@ def run() -> BenchResult:
 def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any]],
             gil: dict[str, float]) -> dict[str, float]:
     """Return the flat figures the targets check."""
-    dl_best = max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])
-    tl = next(r for r in rows if r["pipeline"].startswith("ThreadLoader"))
+    dl_best, tl = _best_dataloader(rows), _thread_row(rows)
     spdl = next((r for r in rows if r["pipeline"].startswith("SPDL")), None)
     out = {"limit_img_per_s": limit, "threadloader_img_per_s": tl["img_per_s"],
            "dataloader_best_img_per_s": dl_best["img_per_s"],
@@ -224,7 +240,7 @@ def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any
            "helpers_threads_over_dataloader_best": tl["img_per_s"] / dl_best["img_per_s"],
            "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl_best["pss_mb"],
            "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl_best["cpu_s_per_img"],
-           "pickled_dataset_bytes": starts[0]["pickled_bytes"]}
+           "pickled_dataset_bytes": starts[0]["pickled_bytes"], **memory_split(rows)}
     if spdl is not None:
         out["helpers_threads_over_spdl"] = tl["img_per_s"] / spdl["img_per_s"]
     for s in starts:
@@ -233,6 +249,28 @@ def figures(rows: list[dict[str, Any]], limit: float, starts: list[dict[str, Any
     for name, v in gil.items():
         out[f"gil_speedup_2threads_{name}"] = v
     return out
+
+
+def memory_split(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Split the PSS of the thread loader and the best DataLoader into the process before them and what each adds.
+
+    Both totals hold the same process B (interpreter, torch, the caller's state), so their ratio is
+    (B + t) / (B + d): it reaches 0.5 only if the workers add d >= B + 2t. Explained in
+    notebooks/14_threads_or_processes.ipynb (section 3).
+    """
+    dl_best, tl = _best_dataloader(rows), _thread_row(rows)
+    base, t, d = tl["pss_mb"] - tl["added_pss_mb"], tl["added_pss_mb"], dl_best["added_pss_mb"]
+    return {"pss_baseline_mb": base, "threadloader_added_pss_mb": t, "dataloader_best_added_pss_mb": d,
+            "helpers_threads_added_pss_over_dataloader_best": t / d,
+            "dataloader_added_pss_for_half_total_mb": base + 2 * t}
+
+
+def _best_dataloader(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])
+
+
+def _thread_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    return next(r for r in rows if r["pipeline"].startswith("ThreadLoader"))
 
 
 def free_threaded_prediction(limit: float, measured: float) -> dict[str, float]:

@@ -50,7 +50,9 @@ class ThreadLoader:
     collate
         Turns a list of samples into a batch (default: torch's ``default_collate``).
     prefetch
-        At most this many batches in flight (submitted, not yet yielded); default ``2 * threads``.
+        At most this many batches in flight (submitted, not yet yielded). The default is the fewest that keep
+        twice ``threads`` samples queued, and at least 2: every thread stays busy, and finished samples waiting
+        for their batch cost no more memory than that.
 
     Batches come out in order. An exception in a worker is raised in the main thread as a ``RuntimeError``
     naming the sample index. Leaving the loop (``break``), ``close()`` or garbage collection cancels the
@@ -68,7 +70,7 @@ class ThreadLoader:
         self.dataset, self.batch_size, self.threads = dataset, batch_size, threads
         self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
         self.rank, self.world_size, self.collate = rank, world_size, collate
-        self.prefetch = 2 * threads if prefetch is None else prefetch
+        self.prefetch = max(2, math.ceil(2 * threads / batch_size)) if prefetch is None else prefetch
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be >= 1 batch, got {self.prefetch}")
         self.epoch = 0

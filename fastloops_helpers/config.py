@@ -47,7 +47,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
     "cifar.batch_size": (128, 128, 128),           # the seed's batch size
     "cifar.steps": (3, 8, 100),                    # timed full training steps per loader (the model is slow)
-    "cifar.epochs": (1, 2, 5),                     # timed load-only epochs per loader, after one warm-up epoch
+    "cifar.epochs": (3, 9, 9),                     # load-only rounds (one epoch of each loader), after a warm-up
     "cifar.wrn": ((10, 1), (16, 2), (28, 10)),     # WideResNet (depth, widen_factor): WRN-28-10 only at full
     # notebook 09 (precompute + memmap): the synthetic ants/bees ImageFolder and its benchmark
     "imagefolder.train": (32, 244, 244),           # train JPEGs (the tutorial's subset has 244)

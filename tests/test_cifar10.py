@@ -121,3 +121,23 @@ def test_resize_crop_reads_only_the_window_and_samples_the_full_resize(side, res
     assert torch.equal(rc(x[0]), rc(x)[0])
     if (side, resize, crop) == (32, 48, 32):
         assert rc.stop - rc.start == 23  # the crop reads 23 of the 32 rows, not all of them
+
+
+def test_load_only_takes_turns_and_counts_every_batch():
+    from fastloops_helpers.experiments import cifar as exp
+
+    calls = []
+
+    class Loader:
+        def __init__(self, name, batches):
+            self.name, self.batches = name, batches
+
+        def __iter__(self):
+            calls.append(self.name)
+            return iter([(torch.zeros(8, 3), torch.zeros(8))] * self.batches)
+
+    load, rates = exp.load_only({"a": Loader("a", 4), "b": Loader("b", 2)}, 3, 8, torch.device("cpu"))
+    assert calls[:2] == ["a", "b"] and sorted(calls[2:4]) == ["a", "b"] and len(calls) == 2 + 3 * 2
+    assert [len(r) for r in rates.values()] == [3, 3] and min(min(r) for r in rates.values()) > 0
+    assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
+    assert exp.load_ratio({"a": [2.0, 4.0, 9.0], "b": [1.0, 1.0, 3.0]}, "a", "b") == 3.0

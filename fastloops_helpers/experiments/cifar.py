@@ -130,16 +130,40 @@ def step_times(loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step]
     return {name: w[skip:] for name, w in waits.items()}, full
 
 
+def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int, device: torch.device
+              ) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """Time whole load-only epochs, the loaders taking turns; return the per-batch table and {loader: img/s per round}.
+
+    One warm-up epoch each first (numba compiles FFCV's pipeline). Then every round runs one epoch of each
+    loader in a new order, so a slow spell of a shared machine hits them all alike: compare two loaders with
+    `load_ratio`, the median of their per-round ratios. Explained in notebooks/11_ffcv_cifar.ipynb.
+    """
+    for loader in loaders.values():
+        batch_times(loader, 1, None, skip=0, device=device)
+    per_batch: dict[str, list[float]] = {name: [] for name in loaders}
+
+    def epoch(name: str) -> Callable[[], None]:
+        return lambda: per_batch[name].extend(batch_times(loaders[name], 1, None, skip=0, device=device))
+
+    seconds = measure.interleaved({name: epoch(name) for name in loaders}, epochs, warmup=0, device=device,
+                                  desc="load only", shuffle=True)
+    images = {name: len(per_batch[name]) // epochs * batch_size for name in loaders}  # every batch full
+    rates = {name: [images[name] / s for s in seconds[name]] for name in loaders}
+    return table(per_batch, batch_size), rates
+
+
+def load_ratio(rates: Mapping[str, list[float]], numerator: str, denominator: str) -> float:
+    """Return the median over rounds of one loader's img/s over another's, from `load_only`'s rates."""
+    return measure.ratio(rates, numerator, denominator)
+
+
 def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
     """Time load-only epochs, then training steps per loader (split into waiting and computing); return the tables."""
     epochs, steps, factory = config.size("cifar.epochs"), config.size("cifar.steps"), wrn_factory(device)
-    load = {}
-    for name, loader in measure.progress(loaders.items(), desc="load only", total=len(loaders)):
-        batch_times(loader, 1, None, device=device)  # warm-up epoch (numba compiles FFCV's pipeline)
-        load[name] = batch_times(loader, epochs, None, skip=0, device=device)  # whole epochs: throughput
+    load, rates = load_only(loaders, epochs, batch_size, device)
     stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
     waits, full = step_times(stepped, factory, steps, device)
-    return {"load": table(load, batch_size), "step": table(full, batch_size), "wait": table(waits, batch_size)}
+    return {"load": load, "step": table(full, batch_size), "wait": table(waits, batch_size), "rates": rates}
 
 
 def overlap(tables: dict[str, Any]) -> Any:
@@ -153,6 +177,22 @@ def overlap(tables: dict[str, Any]) -> Any:
     return out
 
 
+def figures(t: Mapping[str, Any]) -> dict[str, float]:
+    """Return the flat figures of `measure_all`'s tables: img/s, step ms, % hidden and the loaders' ratios."""
+    rate, step, over = t["load"]["samples_per_s"], t["step"]["median"], overlap(t)
+    out = {f"{n.lower().replace('-', '_')}_load_img_per_s": float(rate[n]) for n in rate.index}
+    out.update({f"{n.lower()}_step_ms": float(step[n] * 1e3) for n in step.index})
+    out.update({f"{n.lower()}_hidden_pct": float(over.loc[n, "hidden_%"]) for n in over.index})
+    out["cifar_dataloader_load_share_pct"] = float(over.loc["DataLoader", "load_share_%"])
+    out["helpers_over_dataloader_load"] = load_ratio(t["rates"], "helpers", "DataLoader")
+    out["dataloader_step_over_helpers_step"] = float(step["DataLoader"] / step["helpers"])
+    if "FFCV" in rate:
+        out["ffcv_over_dataloader_load"] = load_ratio(t["rates"], "FFCV", "DataLoader")
+        out["helpers_over_ffcv_load"] = load_ratio(t["rates"], "helpers", "FFCV")
+        out["dataloader_step_over_ffcv_step"] = float(step["DataLoader"] / step["FFCV"])
+    return out
+
+
 def run() -> BenchResult:
     """Measure load-only img/s and full WRN step times of FFCV, DataLoader and the helpers on CIFAR-10."""
     device, batch_size = config.device(), config.size("cifar.batch_size")
@@ -160,19 +200,8 @@ def run() -> BenchResult:
     t = measure_all(make_loaders(data, batch_size, device), batch_size, device)
     rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
             for phase in ("load", "step", "wait") for name in t[phase].index]
-    rate, step = t["load"]["samples_per_s"], t["step"]["median"]
-    hidden = overlap(t)["hidden_%"]
-    figures = {f"{n.lower().replace('-', '_')}_load_img_per_s": float(rate[n]) for n in rate.index}
-    figures.update({f"{n.lower()}_step_ms": float(step[n] * 1e3) for n in step.index})
-    figures.update({f"{n.lower()}_hidden_pct": float(hidden[n]) for n in hidden.index})
-    figures["helpers_over_dataloader_load"] = float(rate["helpers"] / rate["DataLoader"])
-    figures["dataloader_step_over_helpers_step"] = float(step["DataLoader"] / step["helpers"])
-    if "FFCV" in rate:
-        figures["ffcv_over_dataloader_load"] = float(rate["FFCV"] / rate["DataLoader"])
-        figures["helpers_over_ffcv_load"] = float(rate["helpers"] / rate["FFCV"])
-        figures["dataloader_step_over_ffcv_step"] = float(step["DataLoader"] / step["FFCV"])
     depth, width = config.size("cifar.wrn")
     knobs = {"train_images": len(data["images"]), "batch_size": batch_size, "model": f"WRN-{depth}-{width}",
              "load_epochs": config.size("cifar.epochs"), "steps": config.size("cifar.steps"),
              "device": str(device), "ffcv": data["beton"] is not None, "threads": torch.get_num_threads()}
-    return BenchResult(rows, figures, knobs=knobs, repeats=config.size("cifar.steps"))
+    return BenchResult(rows, figures(t), knobs=knobs, repeats=config.size("cifar.steps"))

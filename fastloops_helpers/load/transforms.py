@@ -335,7 +335,9 @@ class ResizeCenterCrop:
     input pixels), so resizing it alone samples the same positions as the full resize. On a CPU a uint8 batch
     goes through torch's uint8 bilinear kernel, which reads channels-last: store images HWC and pass
     `x.permute(0, 3, 1, 2)` to skip a layout copy. Equals bilinear resize-then-crop (align_corners=False) up to
-    rounding; the result is a view in channels-last layout. Explained in notebooks/11_ffcv_cifar.ipynb.
+    rounding. The result is a channels-last view (strides N, 1, W·C, C, like FFCV's batches) into the resized
+    window: `.contiguous(memory_format=torch.channels_last)` makes it dense. Explained in
+    notebooks/11_ffcv_cifar.ipynb.
     """
 
     def __init__(self, side: int = 32, resize: int = 48, crop: int = 32) -> None:

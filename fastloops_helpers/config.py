@@ -92,6 +92,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "threads.epochs": (1, 2, 3),                   # timed epochs per pipeline (after one warm-up epoch)
     "threads.threads_per_core": (2, 2, 2),         # threads per core of the thread pipelines (I/O overlaps decode)
     "threads.limit_images": (8, 64, 244),          # images timed on one thread for the physical limit
+    "threads.limit_rounds": (2, 5, 5),             # turns of that thread and a ThreadLoader epoch (the ratio)
     "threads.gil_images": (8, 32, 64),             # JPEGs decoded for each decoder's 2-thread speedup
 }
 

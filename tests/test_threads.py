@@ -103,8 +103,10 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
              "added_pss_mb": 40.0}]
     starts = [{"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
               for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))]
-    f = exp.figures(rows, 200.0, starts, {"Pillow": 1.8})
+    limit = {"one_thread_img_per_s": 100.0, "limit_img_per_s": 200.0, "helpers_threads_over_limit": 0.9}
+    f = exp.figures(rows, limit, starts, {"Pillow": 1.8})
     assert f["helpers_threads_over_dataloader_best"] == 180 / 150 and f["helpers_threads_over_limit"] == 0.9
+    assert f["limit_img_per_s"] == 200.0
     assert f["helpers_threads_pss_over_dataloader_best"] == 450 / 600
     assert f["helpers_threads_added_pss_over_dataloader_best"] == 40 / 200 and f["pss_baseline_mb"] == 410
     assert f["dataloader_added_pss_for_half_total_mb"] == 410 + 2 * 40  # then (410 + 40) / (410 + 490) = 0.5

@@ -51,6 +51,20 @@ def test_stored_progress_bar_keeps_its_final_line_and_streams_coalesce():
     assert merged[0]["text"] == "epochs: 100%|##########| 10/10\n" and merged[1]["text"] == "a\nb\n"
 
 
+def test_finished_bars_of_an_uncompared_cell_are_stored_as_plain_text_in_order():
+    bar = "load only: 100%|##########| 9/9\n"
+    outs = [nbformat.v4.new_output("stream", name="stderr", text=bar),
+            nbformat.v4.new_output("stream", name="stdout", text="table\n")]
+    assert [(o["name"], o["text"]) for o in notebooks.bars_as_text(outs)] == [("stdout", bar + "table\n")]
+    alone = notebooks.bars_as_text([nbformat.v4.new_output("stream", name="stderr", text=bar)])
+    assert [o["name"] for o in alone] == ["stdout"]
+    warned = [nbformat.v4.new_output("stream", name="stderr", text=bar + "UserWarning: careful\n")]
+    assert notebooks.bars_as_text(warned)[0]["name"] == "stderr"  # a warning stays where it is seen
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=[nbformat.v4.new_output("stream", name="stderr", text=bar)])]
+    assert notebooks.clean(nb).cells[0].outputs[0]["name"] == "stderr"  # compared by nbval: left as run
+
+
 def test_coalescing_matches_what_nbval_compares():
     plugin = __import__("pytest").importorskip("nbval.plugin")
     text = "x\rab\ncd\r\ref\b\bgh\n\r"

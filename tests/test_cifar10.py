@@ -140,4 +140,3 @@ def test_load_only_takes_turns_and_counts_every_batch():
     assert calls[:2] == ["a", "b"] and sorted(calls[2:4]) == ["a", "b"] and len(calls) == 2 + 3 * 2
     assert [len(r) for r in rates.values()] == [3, 3] and min(min(r) for r in rates.values()) > 0
     assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
-    assert exp.load_ratio({"a": [2.0, 4.0, 9.0], "b": [1.0, 1.0, 3.0]}, "a", "b") == 3.0

@@ -136,7 +136,7 @@ def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int
 
     One warm-up epoch each first (numba compiles FFCV's pipeline). Then every round runs one epoch of each
     loader in a new order, so a slow spell of a shared machine hits them all alike: compare two loaders with
-    `load_ratio`, the median of their per-round ratios. Explained in notebooks/11_ffcv_cifar.ipynb.
+    `measure.ratio(rates, a, b)`, the median of their per-round ratios. Explained in notebooks/11_ffcv_cifar.ipynb.
     """
     for loader in loaders.values():
         batch_times(loader, 1, None, skip=0, device=device)
@@ -150,11 +150,6 @@ def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int
     images = {name: len(per_batch[name]) // epochs * batch_size for name in loaders}  # every batch full
     rates = {name: [images[name] / s for s in seconds[name]] for name in loaders}
     return table(per_batch, batch_size), rates
-
-
-def load_ratio(rates: Mapping[str, list[float]], numerator: str, denominator: str) -> float:
-    """Return the median over rounds of one loader's img/s over another's, from `load_only`'s rates."""
-    return measure.ratio(rates, numerator, denominator)
 
 
 def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
@@ -184,11 +179,11 @@ def figures(t: Mapping[str, Any]) -> dict[str, float]:
     out.update({f"{n.lower()}_step_ms": float(step[n] * 1e3) for n in step.index})
     out.update({f"{n.lower()}_hidden_pct": float(over.loc[n, "hidden_%"]) for n in over.index})
     out["cifar_dataloader_load_share_pct"] = float(over.loc["DataLoader", "load_share_%"])
-    out["helpers_over_dataloader_load"] = load_ratio(t["rates"], "helpers", "DataLoader")
+    out["helpers_over_dataloader_load"] = measure.ratio(t["rates"], "helpers", "DataLoader")
     out["dataloader_step_over_helpers_step"] = float(step["DataLoader"] / step["helpers"])
     if "FFCV" in rate:
-        out["ffcv_over_dataloader_load"] = load_ratio(t["rates"], "FFCV", "DataLoader")
-        out["helpers_over_ffcv_load"] = load_ratio(t["rates"], "helpers", "FFCV")
+        out["ffcv_over_dataloader_load"] = measure.ratio(t["rates"], "FFCV", "DataLoader")
+        out["helpers_over_ffcv_load"] = measure.ratio(t["rates"], "helpers", "FFCV")
         out["dataloader_step_over_ffcv_step"] = float(step["DataLoader"] / step["FFCV"])
     return out
 

@@ -73,7 +73,8 @@ def epoch_stats(make: Callable[[], Iterable[Any]], epochs: int) -> dict[str, flo
     """Run `epochs` timed epochs of the loader `make()` returns (after one warm-up); return rates, CPU and PSS.
 
     `pss_mb` is the memory of every process while the loader runs; `added_pss_mb` is that less the process
-    tree's PSS just before the loader was made: what loading itself costs.
+    tree's PSS just before the loader was made: what loading cost beyond what the process already held (memory
+    an earlier loader left allocated is not counted again).
     """
     before, base = _child_pids(), tree_pss_mb()
     loader = make()
@@ -140,7 +141,7 @@ def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) ->
 def configurations(ds: ImageFolder, batch_size: int) -> dict[str, Callable[[], Iterable[Any]]]:
     """Return {pipeline name: a function making its loader}; optional packages missing are left out."""
     cores = os.cpu_count() or 1
-    k = config.size("threads.threads_per_core") * cores
+    k = thread_count()
     configs: dict[str, Callable[[], Iterable[Any]]] = {
         f"DataLoader, {w} workers (fork)": (lambda w=w: DataLoader(ds, batch_size, num_workers=w,
                                                                     persistent_workers=w > 0))
@@ -154,6 +155,11 @@ def configurations(ds: ImageFolder, batch_size: int) -> dict[str, Callable[[], I
     configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
                                                                               batch_size)
     return configs
+
+
+def thread_count() -> int:
+    """Return the threads of every thread pipeline: the scale's threads per core times the cores."""
+    return config.size("threads.threads_per_core") * (os.cpu_count() or 1)
 
 
 def skipped() -> dict[str, str]:
@@ -197,7 +203,7 @@ def limit_rounds(ds: ImageFolder, batch_size: int, images: int, rounds: int) -> 
     """
     cores = os.cpu_count() or 1
     picks = range(0, len(ds), max(1, len(ds) // images))[:images]
-    loader = ThreadLoader(ds, batch_size, threads=config.size("threads.threads_per_core") * cores)
+    loader = ThreadLoader(ds, batch_size, threads=thread_count())
     t = measure.interleaved({"one thread": lambda: [ds[i] for i in picks], "ThreadLoader": measure.drain(loader)},
                             rounds, warmup=1)
     one = [len(picks) / s for s in t["one thread"]]
@@ -322,7 +328,7 @@ class _TimedSamples:
 def timelines(ds: ImageFolder, batch_size: int, step_s: float, batches: int) -> dict[str, timeline.Timeline]:
     """Record `batches` batches of the ThreadLoader and of the DataLoader (cores workers) before a sleeping step."""
     cores = os.cpu_count() or 1
-    k = config.size("threads.threads_per_core") * cores
+    k = thread_count()
     timed = _TimedSamples(ds)
     step = timeline.gpu_like_step(step_s)
     out = {f"ThreadLoader, {k} threads": timeline.record(ThreadLoader(timed, batch_size, threads=k,

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables) |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-24) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -141,7 +141,7 @@ fig = plots.bars(rate.rename("img/s").reset_index(), "img/s", "index", baseline=
                  title="CIFAR-10, load only (higher is better)", unit="images/s")
 plots.save(fig, "11_ffcv_cifar-load")
 for name in rate.index.drop("DataLoader"):
-    print(f"{name}: {bench.load_ratio(rates, name, 'DataLoader'):.0f}x the DataLoader's images/s")
+    print(f"{name}: {measure.ratio(rates, name, 'DataLoader'):.0f}x the DataLoader's images/s")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## A full training step behind each loader

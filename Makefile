@@ -22,34 +22,34 @@ test:  ## unit tests + nbval over every notebook at the smoke scale
 reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md, README's tables, the cards' run times
 	@start=$$(date +%s); \
 	bash .ci/setup.sh $(PYTHON) && \
-	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.notebooks run --out $(RESULTS)/notebooks \
+	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.notebooks run --out $(RESULTS)/notebooks \
 	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json; rc=$$?; \
 	echo "[reproduce] benchmarks (elapsed $$(( $$(date +%s) - start )) s)"; \
-	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.bench all || rc=1; \
-	$(PY) -m fastloops_helpers.report --results $(RESULTS) --readme README.md || rc=1; \
-	$(PY) -m fastloops_helpers.notebooks cards --times $(RESULTS)/notebook_times.json || rc=1; \
+	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.bench all || rc=1; \
+	$(PY) -m fastloops_helpers.book.report --results $(RESULTS) --readme README.md || rc=1; \
+	$(PY) -m fastloops_helpers.book.notebooks cards --times $(RESULTS)/notebook_times.json || rc=1; \
 	echo "make reproduce: $$([ $$rc = 0 ] && echo done || echo FAILED) in $$(( $$(date +%s) - start )) s; see $(RESULTS)/REPORT.md"; exit $$rc
 
 notebooks:  ## re-execute the committed notebooks in place at the workshop scale (refreshes stored outputs)
-	@bash .ci/setup.sh $(PYTHON) && FASTLOOPS_SCALE=workshop $(PY) -m fastloops_helpers.notebooks run --inplace $(NB)
+	@bash .ci/setup.sh $(PYTHON) && FASTLOOPS_SCALE=workshop $(PY) -m fastloops_helpers.book.notebooks run --inplace $(NB)
 
 lab:  ## JupyterLab in notebooks/ on 127.0.0.1 (root too, offline); prints the URL to open
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.lab
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.lab
 
 slides:  ## an offline reveal.js deck of one notebook: make slides NB=notebooks/07_dataloader_anatomy.ipynb
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.deck $(or $(NB),$(error give NB=notebooks/NN_topic.ipynb)) --out $(RESULTS)/slides
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.deck $(or $(NB),$(error give NB=notebooks/NN_topic.ipynb)) --out $(RESULTS)/slides
 
 site:  ## a browsable site of the executed notebooks (stored outputs, no re-run) in results/site
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.site --out $(RESULTS)/site --results $(RESULTS)
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.site --out $(RESULTS)/site --results $(RESULTS)
 
 twins:  ## regenerate the text twins notebooks/py/NN_topic.py (jupytext percent scripts) for review
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.twins write
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.twins write
 
-slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastloops_helpers/publish/slides.py
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.publish.slides tag $(NB)
+slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastloops_helpers/book/publish/slides.py
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.slides tag $(NB)
 
 bench:  ## one benchmark: make bench NAME=loops [SCALE=...]
-	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.bench $(NAME) --scale $(SCALE)
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.bench $(NAME) --scale $(SCALE)
 
 clean:  ## remove generated data and results (keeps .venv)
 	rm -rf data $(RESULTS)

@@ -8,11 +8,11 @@ notebooks' experiments (`experiments`).
 from . import measure
 from .data.memmap import load_memmap, write_memmap
 from .load.batch_loader import BatchLoader
-from .load.devices import move_to
+from .load.move import move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
 from .load.transforms import Normalize, RandomCrop, RandomHFlip, center_crop, normalize, random_crop, random_hflip, resize
-from .measure.diagnose import Diagnosis, diagnose
-from .load.threads import ThreadLoader
+from .measure.input_bound import Diagnosis, diagnose
+from .load.thread_loader import ThreadLoader
 
 __version__ = "0.2.0"
 

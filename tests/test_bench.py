@@ -9,7 +9,7 @@ from fastloops_helpers.experiments import bandwidth
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "fastloops_helpers.bench", *args],
+    return subprocess.run([sys.executable, "-m", "fastloops_helpers.book.bench", *args],
                           capture_output=True, text=True, env=env, timeout=300)
 
 

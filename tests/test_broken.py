@@ -6,8 +6,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers.data import broken
-from fastloops_helpers.teach import workers as workerdata
-from fastloops_helpers.data.imagefolder import write_synthetic_imagefolder
+from fastloops_helpers.teach import worker_data as workerdata
+from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
 
 
 @pytest.fixture(scope="module")

@@ -26,8 +26,8 @@ import pytest
 
 import browser
 from fastloops_helpers import config
-from fastloops_helpers.notebooks import notebook_paths
-from fastloops_helpers.publish import deck, lab, site
+from fastloops_helpers.book.notebooks import notebook_paths
+from fastloops_helpers.book.publish import deck, lab, site
 
 pytestmark = pytest.mark.browser
 ROOT = config.project_root()
@@ -49,7 +49,7 @@ def lab_server(root: Path, tmp: Path) -> Iterator[str]:
                JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
                PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
                JUPYTER_CONFIG_DIR=str(tmp / "jupyter"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"))
-    proc = subprocess.Popen([sys.executable, "-m", "fastloops_helpers.publish.lab", "--port", str(lab.free_port(18888)),
+    proc = subprocess.Popen([sys.executable, "-m", "fastloops_helpers.book.publish.lab", "--port", str(lab.free_port(18888)),
                              "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             env=env, cwd=ROOT, start_new_session=True)
     log: list[str] = []

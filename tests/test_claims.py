@@ -1,6 +1,8 @@
 import pytest
 
-from fastloops_helpers import claims, measure, runs
+from fastloops_helpers import measure
+from fastloops_helpers.book import runs
+from fastloops_helpers.book import claims
 
 
 def test_every_claim_is_well_formed():

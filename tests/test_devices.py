@@ -7,11 +7,11 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from fastloops_helpers.load import devices
+from fastloops_helpers.load import move as devices
 from fastloops_helpers.experiments import devices as bench_devices
 from fastloops_helpers.experiments.devices import check_moved
-from fastloops_helpers.load.devices import move_to
-from fastloops_helpers.teach.slides import slide_move_to, slide_xs
+from fastloops_helpers.load.move import move_to
+from fastloops_helpers.teach.slide_code import slide_move_to, slide_xs
 
 # meta is a real "other device" on every machine: a tensor that was not moved stays on the CPU
 TARGETS = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])

@@ -10,7 +10,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import Diagnosis, diagnose
 from fastloops_helpers.measure import advice
-from fastloops_helpers.measure.diagnose import LoopError, batch_size
+from fastloops_helpers.measure.input_bound import LoopError, batch_size
 
 
 class SleepyLoader:

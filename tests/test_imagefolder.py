@@ -4,8 +4,8 @@ import torch
 from PIL import Image
 
 from fastloops_helpers import config
-from fastloops_helpers.data import imagefolder
-from fastloops_helpers.data.imagefolder import ImageFolder, pil_loader, write_synthetic_imagefolder
+from fastloops_helpers.data import jpeg_folder as imagefolder
+from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, write_synthetic_imagefolder
 
 
 @pytest.fixture(scope="module")

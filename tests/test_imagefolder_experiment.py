@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from fastloops_helpers.data import memmap
-from fastloops_helpers.data.imagefolder import ImageFolder, write_synthetic_imagefolder
+from fastloops_helpers.data.jpeg_folder import ImageFolder, write_synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as exp
 
 

@@ -1,4 +1,4 @@
-"""Imports point one way: experiments -> teach -> load/data -> measure -> config (DESIGN.md, The package)."""
+"""Imports point one way: book -> experiments -> teach -> load/data -> measure -> config (CONTRIBUTING.md, Layout)."""
 
 import ast
 from pathlib import Path
@@ -7,9 +7,8 @@ import fastloops_helpers
 
 PACKAGE = Path(fastloops_helpers.__file__).parent
 # a module may import its own layer or lower ones; data may use load's walkers, load never reads data
-LAYER = {"config": 0, "atomic": 0, "tree": 0, "models": 0, "measure": 1, "load": 2, "data": 3, "teach": 4, "train": 4,
-         "experiments": 5, "claims": 6, "report": 6, "runs": 6, "notebooks": 6, "bench": 6, "publish": 6,
-         "__init__": 7}
+LAYER = {"config": 0, "atomic": 0, "tree": 0, "models": 0, "measure": 1, "load": 2, "data": 3, "teach": 4,
+         "experiments": 5, "book": 6, "__init__": 7}
 
 
 def layer_of(parts: tuple[str, ...]) -> int:

@@ -116,7 +116,7 @@ def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
     """The benchmark's two sides produce the same normalised float batches (val: bit for bit)."""
     from fastloops_helpers.load import transforms as T
     from fastloops_helpers.experiments import imagefolder as B
-    from fastloops_helpers.data.imagefolder import ImageFolder, write_synthetic_imagefolder
+    from fastloops_helpers.data.jpeg_folder import ImageFolder, write_synthetic_imagefolder
 
     folder = write_synthetic_imagefolder(tmp_path / "if", 4, 5, size=260)
     for split in B.SPLITS:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fastloops_helpers import claims
-from fastloops_helpers.notebooks import RUN_TIME_MARKER
+from fastloops_helpers.book import claims
+from fastloops_helpers.book.notebooks import RUN_TIME_MARKER
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -111,7 +111,7 @@ def test_progress_bars_stored_as_one_line(path):
     offences = [f"cell {i}: {out.get('name', out.get('output_type'))} output" for i, cell in enumerate(_cells(path))
                 if cell["cell_type"] == "code" for out in cell.get("outputs", []) if "\r" in _text(out)]
     assert not offences, _report(path, "one line per progress bar (re-run with python -m "
-                                       "fastloops_helpers.notebooks run: it resolves carriage returns)", offences)
+                                       "fastloops_helpers.book.notebooks run: it resolves carriage returns)", offences)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -131,7 +131,7 @@ def test_no_progress_bar_stored_on_stderr():
             counts[path.name] = n
     assert not counts, (
         f"stored stderr progress outputs (a red block on GitHub): {counts}; re-run with python -m "
-        "fastloops_helpers.notebooks run, which stores the finished bars of nbval-ignore-output cells as text")
+        "fastloops_helpers.book.notebooks run, which stores the finished bars of nbval-ignore-output cells as text")
 
 
 def test_the_number_scanner_flags_measurements_and_exempts_seeds_and_predictions():

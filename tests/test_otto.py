@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from fastloops_helpers.data import otto
+from fastloops_helpers.data import otto_csv as otto
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +95,7 @@ def test_rows_dataset_yields_one_float_row(csv_path):
 
 
 def test_batch_times_counts_batches_after_skip_and_up_to_limit():
-    from fastloops_helpers.train import batch_times, table
+    from fastloops_helpers.experiments.training import batch_times, table
 
     batches = [(np.zeros(2), np.zeros(2))] * 6
     seen = []

@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from fastloops_helpers.notebooks import notebook_paths
-from fastloops_helpers.publish import deck, lab, site, slides, twins
+from fastloops_helpers.book.notebooks import notebook_paths
+from fastloops_helpers.book.publish import deck, lab, site, slides, twins
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
@@ -154,7 +154,7 @@ def test_site_includes_the_report_and_its_figures(tmp_path):
 
 
 def test_site_claims_table_shows_the_figures_a_notebook_saved(tmp_path):
-    from fastloops_helpers import claims
+    from fastloops_helpers.book import claims
 
     c = next(c for c in claims.CLAIMS if c.at_least is not None and "/" not in c.key)
     results = tmp_path / "results"

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fastloops_helpers.load import devices
+from fastloops_helpers.load import move as devices
 from fastloops_helpers.measure import timeline
 
 

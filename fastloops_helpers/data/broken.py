@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 
 from torch.utils.data import default_collate
 
-from .imagefolder import ImageFolder
+from .jpeg_folder import ImageFolder
 
 DECODE_ERRORS = (OSError, SyntaxError, ValueError)  # Pillow: truncated, unidentified, corrupt headers
 

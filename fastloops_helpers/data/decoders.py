@@ -86,7 +86,7 @@ def pillow_uses_turbo() -> bool:
 
 def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[bytes]:
     """Return `count` seeded photo-like JPEGs of `px` x `px`, encoded in memory."""
-    from .imagefolder import synthetic_image
+    from .jpeg_folder import synthetic_image
 
     blobs = []
     for i in range(count):

@@ -1,14 +1,14 @@
 """The experiments: one module per notebook topic, each computing its figures once for every caller.
 
-A module with `run() -> BenchResult` is also a benchmark (`python -m fastloops_helpers.bench NAME`), reading
-its sizes from `config` for the active scale. Notebooks, benchmarks and the report call the same functions,
-so a notebook and its benchmark never disagree.
+A module with `run(scale) -> BenchResult` is also a benchmark (`python -m fastloops_helpers.book.bench NAME`):
+`run` is the one place that reads the sizes table, once, and passes every size on as an argument. The functions
+it calls take their sizes as parameters, so a notebook passes its own defaults block to the same functions and
+a notebook and its benchmark never disagree.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,9 +50,8 @@ def run(name: str, scale: str | None = None, out: str | Path | None = None) -> t
     known = available()
     if name not in known:
         raise SystemExit(f"unknown benchmark {name!r}; available: {', '.join(known) or 'none'}")
-    if scale is not None:
-        os.environ["FASTLOOPS_SCALE"] = config.scale(scale)  # validated; the run reads it
-    result = importlib.import_module(f"{__name__}.{name}").run()
+    scale = config.scale(scale)  # validated; FASTLOOPS_SCALE when None
+    result = importlib.import_module(f"{__name__}.{name}").run(scale)
     path = measure.save_results(f"bench-{name}", result.figures, result.rows, result.knobs,
-                               result.repeats, path=out)
+                               result.repeats, path=out, scale=scale)
     return result, path

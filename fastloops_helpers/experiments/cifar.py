@@ -12,10 +12,10 @@ import torch
 from .. import config, measure
 from ..data import cifar10, ffcv_io, memmap
 from ..load.batch_loader import BatchLoader
-from ..load.devices import move_to
+from ..load.move import move_to
 from ..load.transforms import OnImages, ResizeCenterCrop
 from ..models import WideResNet
-from ..train import Step, batch_times, table, train_step
+from .training import Step, batch_times, table, train_step
 from . import BenchResult
 
 RESIZE, CROP = 48, 32  # the seed's DataLoader transform: resize to 48, center-crop 32 (= FFCV's crop ratio 2/3)

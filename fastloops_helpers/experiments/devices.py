@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 from .. import config, measure
-from ..load.devices import move_to
+from ..load.move import move_to
 from ..tree import is_tensor_collection
-from ..teach.slides import slide_move_to, slide_xs
+from ..teach.slide_code import slide_move_to, slide_xs
 from . import BenchResult
 
 LEAF_SIDES = {"small": 8, "large": 224}  # image side of the slide's xs: tiny leaves show pure overhead

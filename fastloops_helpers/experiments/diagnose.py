@@ -12,14 +12,14 @@ import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
-from ..data import otto
-from ..data.imagefolder import ImageFolder, synthetic_imagefolder
+from ..data import otto_csv as otto
+from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..measure import timeline
-from ..measure.diagnose import Diagnosis, diagnose
+from ..measure.input_bound import Diagnosis, diagnose
 from ..models import MLP
 from . import BenchResult
 from . import imagefolder as imf
-from ..train import train_step
+from .training import train_step
 
 Loop = tuple[Any, Callable[[Any], Any]]  # (loader, step)
 LOOPS = ("ImageFolder, 0 workers", "ImageFolder, 2 workers", "memmap + BatchLoader", "Otto MLP")

@@ -26,7 +26,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from .. import measure
-from ..data import otto
+from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
 from ..models import MLP
 

@@ -1,7 +1,7 @@
 """Gather throughput (GB/s delivered): shuffled batches of rows from a float32 matrix, per primitive and loader.
 
 Explained in notebooks/02_getitem_cost.ipynb. `compare()` computes the table and figures that notebook 02 shows
-and `python -m fastloops_helpers.bench gather` saves.
+and `python -m fastloops_helpers.book.bench gather` saves.
 """
 
 from __future__ import annotations

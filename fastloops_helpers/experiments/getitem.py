@@ -1,7 +1,7 @@
 """The cost of `__getitem__`: µs per batch of per-sample fetches + stack vs one batched fetch, by batch size.
 
 Explained in notebooks/02_getitem_cost.ipynb. `slide_example()` computes the slide's 100-item figures that
-notebook 02 shows and `python -m fastloops_helpers.bench getitem` saves.
+notebook 02 shows and `python -m fastloops_helpers.book.bench getitem` saves.
 """
 
 from __future__ import annotations

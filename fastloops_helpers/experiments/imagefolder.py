@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from .. import config, measure
 from ..data import memmap
-from ..data.imagefolder import ImageFolder, synthetic_imagefolder
+from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
 from ..load.batch_loader import BatchLoader
 from ..teach import tutorial_transforms as tut

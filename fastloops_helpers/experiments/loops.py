@@ -1,7 +1,7 @@
 """The slide's question: ms per epoch of index-only loops (pure Python, numpy, DataLoader, tf.data, the helpers' loader).
 
 Explained in notebooks/01_the_question.ipynb. `compare()` computes the table and figures that notebook 01 shows
-and `python -m fastloops_helpers.bench loops` saves.
+and `python -m fastloops_helpers.book.bench loops` saves.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from .. import config, measure
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, collate_batch
-from ..teach.slides import SlideLoader, numpy_epoch, python_epoch
+from ..teach.slide_code import SlideLoader, numpy_epoch, python_epoch
 from . import BenchResult
 
 # Groups timed apart, each interleaved (one epoch of every loop per round, in a new order each round):

@@ -11,11 +11,11 @@ import torch
 from torch import nn
 
 from .. import config, measure
-from ..data import ffcv_io, otto
+from ..data import ffcv_io, otto_csv as otto
 from ..load.batch_loader import BatchLoader
-from ..load.devices import move_to
+from ..load.move import move_to
 from ..models import MLP
-from ..train import SKIP, Step, batch_times, table, train_step
+from .training import SKIP, Step, batch_times, table, train_step
 from . import BenchResult
 
 def prepare(rows: int | None = None, seed: int = 0) -> dict[str, Any]:

@@ -21,9 +21,9 @@ from .. import config, measure
 from ..measure import timeline
 from ..measure.clock import now
 from ..data.decoders import encode_jpegs, find_decoders
-from ..data.imagefolder import ImageFolder, synthetic_imagefolder
+from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
-from ..load.threads import ThreadLoader
+from ..load.thread_loader import ThreadLoader
 from . import BenchResult
 from . import imagefolder as imf
 

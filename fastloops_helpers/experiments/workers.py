@@ -11,10 +11,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
-from ..data.imagefolder import ImageFolder, synthetic_imagefolder
-from ..load.devices import move_to
+from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
+from ..load.move import move_to
 from ..measure import timeline
-from ..teach.workers import ResizeToTensor
+from ..teach.worker_data import ResizeToTensor
 from . import BenchResult
 
 

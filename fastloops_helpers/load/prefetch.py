@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 
-from .devices import move_to
+from .move import move_to
 from ..tree import is_tensor_collection, map_leaves, tensors
 
 _END = object()

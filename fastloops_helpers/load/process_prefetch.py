@@ -142,7 +142,7 @@ class _Stager:
 
     def copy(self, batch: Any) -> Any:
         """Return `batch` on the GPU; the host memory may be reused as soon as this returns."""
-        from .devices import move_to
+        from .move import move_to
 
         with torch.cuda.stream(self.side):
             moved = move_to(batch, self.device, non_blocking=True)

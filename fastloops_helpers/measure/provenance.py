@@ -76,19 +76,20 @@ def git_state() -> dict[str, Any]:
         return {"commit": None, "dirty": None}
 
 
-def provenance(knobs: Mapping[str, Any] | None = None, repeats: int | None = None) -> dict[str, Any]:
+def provenance(knobs: Mapping[str, Any] | None = None, repeats: int | None = None,
+               scale: str | None = None) -> dict[str, Any]:
     """Return what a saved result needs to be read later: machine, versions, scale, knobs, repeats, commit."""
-    return {"hardware": hardware_line(), "versions": versions(), "scale": config.scale(),
+    return {"hardware": hardware_line(), "versions": versions(), "scale": config.scale(scale),
             "device": str(config.device()), "knobs": dict(knobs or {}), "repeats": repeats,
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **git_state()}
 
 
 def save_results(name: str, figures: Mapping[str, float], rows: Sequence[Mapping[str, Any]] = (),
                  knobs: Mapping[str, Any] | None = None, repeats: int | None = None,
-                 path: str | Path | None = None) -> Path:
+                 path: str | Path | None = None, scale: str | None = None) -> Path:
     """Write `{"name", "provenance", "rows", "figures"}` as JSON (default results/NAME.json), atomically."""
     out = Path(path) if path is not None else config.results_dir() / f"{name}.json"
-    doc = {"name": name, "provenance": provenance(knobs, repeats),
+    doc = {"name": name, "provenance": provenance(knobs, repeats, scale),
            "rows": [dict(r) for r in rows], "figures": {k: float(v) for k, v in figures.items()}}
     atomic_write_text(out, json.dumps(doc, indent=2, default=_jsonable) + "\n")
     return out

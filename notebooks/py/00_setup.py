@@ -157,7 +157,7 @@ print("saved", path.name)
 # the copy from cache. The claims registry holds the thresholds.
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers import claims
+from fastloops_helpers.book import claims
 
 sleeps = measure.measure(lambda: __import__("time").sleep(0.05), repeat=3, warmup=0)
 claims.check("timer_sleep_ratio", measure.median(sleeps) / 0.05)

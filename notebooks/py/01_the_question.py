@@ -13,7 +13,7 @@
 # Whatever a loop costs here, it costs on top of every training step. We time each loop per epoch, add three
 # more (DataLoader without workers, DataLoader over a `__getitems__` Dataset, the slide's own custom loader) and
 # the helpers' `BatchLoader`, and answer the question with a table.
-# The figures are computed by `experiments.loops.run()`, the same function `python -m fastloops_helpers.bench loops`
+# The figures are computed by `experiments.loops.run()`, the same function `python -m fastloops_helpers.book.bench loops`
 # calls, so this notebook and the benchmark report one measurement.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
@@ -169,7 +169,7 @@ for key in ("dataloader_nw0_over_numpy", "dataloader_workers_over_numpy", "datal
 # only ratios that hold with a wide margin on any machine.
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers import claims
+from fastloops_helpers.book import claims
 
 for name in ("dataloader_nw0_over_numpy", "dataloader_workers_over_numpy", "dataloader_nw0_over_helpers"):
     claims.check(name, result.figures)

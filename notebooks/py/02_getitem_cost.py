@@ -27,7 +27,7 @@ from fastloops_helpers.experiments import gather, getitem
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, collate_batch
 
-from fastloops_helpers import claims
+from fastloops_helpers.book import claims
 
 print(config.describe())
 print(measure.hardware_line())
@@ -46,7 +46,7 @@ batch_size = config.size("loops.batch_size")      # the slide's 300
 # a new tensor object): 100 of them plus `torch.stack` cost 100 x (0.5 to 2 µs), some 50-200 µs. One indexing
 # call with a tensor of 100 indices pays that overhead once (2 to 10 µs) and copies 800 bytes. So a ratio
 # between 50 / 10 = 5x and 200 / 2 = 100x. `getitem.slide_example` times both, interleaved, many calls per round;
-# `python -m fastloops_helpers.bench getitem` saves the same figures.
+# `python -m fastloops_helpers.book.bench getitem` saves the same figures.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 slide = getitem.slide_example(num_samples)
@@ -126,7 +126,7 @@ for bs, row in parts.iterrows():
 # Real rows are wider: Otto has 93 float32 features per row. Gathering 1024 shuffled rows from a 300,000 x 93
 # matrix moves 1024 x 93 x 4 B, about 380 KB, per batch, so the limit is memory bandwidth (notebook 00 measured
 # this machine's copy rate). torch offers two gathers (`index_select` and advanced indexing `x[index]`) and numpy
-# one (`np.take`); `experiments.gather.run()`, the function behind `python -m fastloops_helpers.bench gather`,
+# one (`np.take`); `experiments.gather.run()`, the function behind `python -m fastloops_helpers.book.bench gather`,
 # times a shuffled epoch of each, interleaved over rounds in a new order each round, plus `BatchLoader` (which
 # picks between `np.take` and `index_select`) and the per-row stack for scale.
 

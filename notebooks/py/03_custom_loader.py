@@ -212,7 +212,7 @@ else:
 # checked: it moves too much).
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers import claims
+from fastloops_helpers.book import claims
 
 figures = {f"{t.split()[0]}_{k}_ms".replace(" ", "_").replace("-", "_"): v for (t, k), v in ms.items()}
 for name in ("index_only_custom_over_dataloader", "index_only_batchloader_over_dataloader"):

@@ -20,7 +20,8 @@ import dataclasses
 import pandas as pd
 import torch
 
-from fastloops_helpers import claims, config, measure
+from fastloops_helpers import config, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.experiments import bandwidth, devices
 from fastloops_helpers.measure import plots
 

@@ -30,9 +30,9 @@ from fastloops_helpers import config, measure
 from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.load import prefetch
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
-from fastloops_helpers.teach import workers as workerdata
+from fastloops_helpers.teach import worker_data as workerdata
 from fastloops_helpers.experiments import workers as bench_workers
-from fastloops_helpers.data.imagefolder import write_synthetic_imagefolder
+from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
 
 print(config.describe())
 print(measure.hardware_line())

@@ -19,7 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fastloops_helpers import claims, config, measure
+from fastloops_helpers import config, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.data import decoders, storage
 from fastloops_helpers.experiments import bandwidth, readdecode
 from fastloops_helpers.measure import plots

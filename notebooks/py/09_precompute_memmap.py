@@ -22,9 +22,10 @@ import pandas as pd
 import torch
 from matplotlib.ticker import NullFormatter
 
-from fastloops_helpers import claims, config, measure
+from fastloops_helpers import config, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.data import memmap
-from fastloops_helpers.data.imagefolder import ImageFolder, synthetic_imagefolder
+from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as exp
 from fastloops_helpers.load import transforms as T
 from fastloops_helpers.measure import plots

@@ -27,8 +27,10 @@ import numpy as np
 import pandas as pd
 import torch
 
-from fastloops_helpers import claims, config, measure
-from fastloops_helpers.data import ffcv_io, otto
+from fastloops_helpers import config, measure
+from fastloops_helpers.book import claims
+from fastloops_helpers.data import ffcv_io
+from fastloops_helpers.data import otto_csv as otto
 from fastloops_helpers.experiments import otto as exp
 from fastloops_helpers.measure import plots
 

@@ -222,7 +222,7 @@ print(f"2 ranks vs 1 process, total samples/s: predicted {predicted}, measured {
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 from fastloops_helpers.data import ffcv_io
-from fastloops_helpers.data import otto
+from fastloops_helpers.data import otto_csv as otto
 
 if ffcv_io.have_ffcv():
     import ffcv

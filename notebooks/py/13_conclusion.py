@@ -14,9 +14,9 @@
 # figures honest:
 #
 # - **one producer per figure**: a figure name has one meaning and one producer, the notebook that printed it in
-#   this run; a benchmark (`python -m fastloops_helpers.bench NAME`) is another run, so its figures appear only
+#   this run; a benchmark (`python -m fastloops_helpers.book.bench NAME`) is another run, so its figures appear only
 #   in their own labelled table at the end, never in place of a notebook's;
-# - **one registry of seed figures and thresholds** (`fastloops_helpers.claims`): every notebook's reproduction
+# - **one registry of seed figures and thresholds** (`fastloops_helpers.book.claims`): every notebook's reproduction
 #   check prints its verdict through `claims.check`, and this notebook reads the same rows.
 #
 # Run it after the others (`make reproduce` does); a notebook that has not run yet shows as *not measured*.
@@ -24,7 +24,10 @@
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import pandas as pd
 
-from fastloops_helpers import claims, config, report, runs
+from fastloops_helpers import config
+from fastloops_helpers.book import runs
+from fastloops_helpers.book import report
+from fastloops_helpers.book import claims
 
 folder = config.results_dir()
 docs = runs.load(folder)
@@ -47,7 +50,7 @@ saved = pd.DataFrame([{"notebook": name, "scale": d["provenance"].get("scale"), 
 saved
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-from fastloops_helpers import notebooks as runner
+from fastloops_helpers.book import notebooks as runner
 
 times = runner.load_times(folder / runner.TIMES_FILE)
 print("left over from an earlier run:", ", ".join(runs.stale(docs, times)) or "none")
@@ -130,7 +133,7 @@ if len(measured):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The benchmarks, as their own run
 #
-# `python -m fastloops_helpers.bench NAME` calls the same experiment functions as the notebooks but is another
+# `python -m fastloops_helpers.book.bench NAME` calls the same experiment functions as the notebooks but is another
 # run (often at another moment, with another load on the machine), so its figures are shown apart, against the
 # targets the project set for a quiet machine (`claims.TARGETS`). A target missed here while the notebook's
 # claim holds usually means the benchmark ran on a busy machine.

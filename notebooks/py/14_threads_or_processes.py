@@ -27,7 +27,8 @@ import os
 import pandas as pd
 import torch
 
-from fastloops_helpers import ThreadLoader, claims, config, measure
+from fastloops_helpers import ThreadLoader, config, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.experiments import threads as exp
 from fastloops_helpers.measure import timeline
 

@@ -29,7 +29,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from fastloops_helpers import claims, config, diagnose, measure
+from fastloops_helpers import config, diagnose, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.measure import advice, plots
 from fastloops_helpers.experiments import diagnose as exp
 

@@ -1,10 +1,10 @@
 """Execute the notebooks the way the stored outputs must be made, clean them, and refresh their run-time cards.
 
-`python -m fastloops_helpers.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
+`python -m fastloops_helpers.book.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
 runs top to bottom in a fresh kernel with fd capture off (NOTEBOOK_TESTING.md: what nbval sees under pytest
 is what gets stored), no timing metadata; it stores each progress bar as its final line, saves the seconds per
 notebook and scale in results/notebook_times.json and, with --inplace, rewrites each card's run-time line.
-`python -m fastloops_helpers.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
+`python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
 
 A card's run-time line is generated where the notebook's first cell holds the marker, e.g.
 `| **Run time** | <!-- run-time --> |`: everything after the marker up to the next `|` is replaced by
@@ -22,8 +22,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import config, measure
-from .atomic import atomic_write_text
+from .. import config, measure
+from ..atomic import atomic_write_text
 
 NOTEBOOKS = "notebooks"
 TIMES_FILE = "notebook_times.json"
@@ -33,6 +33,7 @@ _CARRIAGE = re.compile(r"^.*\r(?=[^\n])", re.MULTILINE)  # the same rule nbval a
 _CARD_LINE = re.compile(re.escape(RUN_TIME_MARKER) + r"[^|\n]*")
 _BAR_LINE = re.compile(r"^.*: *\d+%\|[# ]*\| \d+/\d+$")  # a finished bar of measure.progress (ascii, no rate)
 UNCOMPARED = "nbval-ignore-output"
+SOLUTION = "solution"  # a worked answer to an exercise: hidden in JupyterLab, folded on the site, not in slides
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -83,8 +84,11 @@ def clean(nb: Any) -> Any:
             cell.get("metadata", {}).pop(key, None)
         if cell.get("cell_type") == "code":
             cell["outputs"] = coalesce_streams(cell.get("outputs", []))
-            if UNCOMPARED in cell.get("metadata", {}).get("tags", []):
+            tags = cell.get("metadata", {}).get("tags", [])
+            if UNCOMPARED in tags:
                 cell["outputs"] = bars_as_text(cell["outputs"])
+            if SOLUTION in tags:
+                cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
     return nb
 
 
@@ -106,8 +110,13 @@ def bars_as_text(outputs: list[Any]) -> list[Any]:
     return [o for o in outputs if o is not second]
 
 
-def execute(path: Path, out: Path, timeout: int = 1800) -> float:
-    """Execute notebook `path` in a fresh kernel, write the cleaned result to `out`; return seconds."""
+def kernel_env(scale: str) -> dict[str, str]:
+    """Return the environment a notebook's kernel starts with: this process's, at `scale`."""
+    return {**os.environ, "FASTLOOPS_SCALE": config.scale(scale)}
+
+
+def execute(path: Path, out: Path, scale: str, timeout: int = 1800) -> float:
+    """Execute notebook `path` in a fresh kernel at `scale`, write the cleaned result to `out`; return seconds."""
     import nbformat
     from nbclient import NotebookClient
 
@@ -118,7 +127,7 @@ def execute(path: Path, out: Path, timeout: int = 1800) -> float:
     timer = measure.Timer(device="cpu")
     try:
         with timer:
-            client.execute()
+            client.execute(env=kernel_env(scale))
     finally:
         out.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(clean(nb), out)
@@ -137,8 +146,8 @@ def export_html(path: Path, folder: Path) -> Path:
     return target
 
 
-def run_all(paths: list[Path], out_dir: Path | None,
-            html_dir: Path | None) -> tuple[dict[str, float], list[str]]:
+def run_all(paths: list[Path], out_dir: Path | None, html_dir: Path | None,
+            scale: str) -> tuple[dict[str, float], list[str]]:
     """Execute `paths` in order (in place when `out_dir` is None), printing progress.
 
     Returns the seconds per notebook and the names of those that failed.
@@ -148,10 +157,10 @@ def run_all(paths: list[Path], out_dir: Path | None,
     start = measure.now()
     for i, path in enumerate(paths, 1):
         target = path if out_dir is None else out_dir / path.name
-        print(f"[{i}/{len(paths)}] {path.name} (scale={config.scale()}) ...", flush=True)
+        print(f"[{i}/{len(paths)}] {path.name} (scale={scale}) ...", flush=True)
         t0 = measure.now()
         try:
-            times[path.name] = execute(path, target)
+            times[path.name] = execute(path, target, scale)
         except Exception as exc:  # keep going: one broken notebook must not hide the others' results
             failed.append(path.name)
             times[path.name] = measure.now() - t0
@@ -164,18 +173,19 @@ def run_all(paths: list[Path], out_dir: Path | None,
     return times, failed
 
 
-def save_times(path: Path, times: dict[str, float], failed: list[str], started: str) -> dict[str, Any]:
+def save_times(path: Path, times: dict[str, float], failed: list[str], started: str,
+               scale: str) -> dict[str, Any]:
     """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}}).
 
     `started` is kept per notebook, so a result a notebook saved before its latest run shows as a leftover.
     """
     doc = load_times(path)
-    entry = doc.get(config.scale(), {"seconds": {}, "failed": []})
+    entry = doc.get(scale, {"seconds": {}, "failed": []})
     entry["seconds"] = {**entry.get("seconds", {}), **{k: round(v, 1) for k, v in times.items()}}
     entry["failed"] = sorted((set(entry.get("failed", [])) - set(times)) | set(failed))
     starts = entry.get("started") if isinstance(entry.get("started"), dict) else {}
     entry |= {"machine": machine(), "started": {**starts, **{k: started for k in times}}}
-    doc[config.scale()] = entry
+    doc[scale] = entry
     atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return doc
 
@@ -247,7 +257,7 @@ def refresh_card(path: Path, times: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the notebooks or refresh their cards."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.notebooks")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.notebooks")
     parser.add_argument("command", choices=["run", "cards"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     where = parser.add_mutually_exclusive_group()
@@ -255,6 +265,7 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--out", type=Path, help="write executed copies into this folder")
     parser.add_argument("--html", type=Path, help="also export HTML into this folder")
     parser.add_argument("--times", type=Path, help=f"notebook times JSON (default results/{TIMES_FILE})")
+    parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     args = parser.parse_intermixed_args(argv)
     times_path = args.times or config.results_dir() / TIMES_FILE
     paths = notebook_paths(args.notebooks)
@@ -265,10 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.inplace or args.out):
         parser.error("run needs --inplace or --out DIR")
-    os.environ["FASTLOOPS_SCALE"] = config.scale()  # validated before any kernel starts
+    scale = config.scale(args.scale)  # validated before any kernel starts; each kernel gets it in its environment
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    seconds, failed = run_all(paths, None if args.inplace else args.out, args.html)
-    times = save_times(times_path, seconds, failed, started)
+    seconds, failed = run_all(paths, None if args.inplace else args.out, args.html, scale)
+    times = save_times(times_path, seconds, failed, started, scale)
     if args.inplace:
         for path in paths:
             refresh_card(path, times)

@@ -15,7 +15,7 @@ from matplotlib.figure import Figure
 from .timeline import STAGE_COLORS
 
 if TYPE_CHECKING:
-    from .diagnose import Diagnosis
+    from .input_bound import Diagnosis
 
 
 def draw(d: Diagnosis, title: str = "", until: float | None = None) -> Figure:

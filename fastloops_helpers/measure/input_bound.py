@@ -85,7 +85,7 @@ class Diagnosis:
 
     def plot(self, title: str = "", until: float | None = None) -> Figure:
         """Draw the recorded timeline (one lane per worker and stage) above the per-batch time bars."""
-        from .diagnose_plot import draw  # matplotlib layout kept apart from the measurement
+        from .input_bound_plot import draw  # matplotlib layout kept apart from the measurement
 
         return draw(self, title, until)
 

@@ -7,13 +7,13 @@ import sys
 
 import pandas as pd
 
-from . import config, measure
-from .experiments import available, run
+from .. import config, measure
+from ..experiments import available, run
 
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments and run the benchmarks asked for."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.bench", description=__doc__)
     parser.add_argument("name", nargs="*", help="benchmark name(s), or 'all'")
     parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     parser.add_argument("--out", help="JSON path (default results/bench-NAME.json; one name only)")

@@ -12,8 +12,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from . import measure
-from .load.devices import move_to
+from .. import measure
+from ..load.move import move_to
 
 SKIP = 2  # batches per epoch left out of step timings: worker start-up and pipeline fill (the seed skips 11)
 Step = Callable[[torch.Tensor, torch.Tensor], Any]

@@ -2,7 +2,7 @@
 
 Usage in a notebook's `## Reproduction check` (the cell nbval compares):
 
-    from fastloops_helpers import claims
+    from fastloops_helpers.book import claims
     claims.check("slide_100_speedup", figures)        # looks up the claim's figure in the dict you save
     claims.check("slide_100_speedup", single / batched)  # or pass the measured value itself
     claims.check("memmap_val_same_batches", torch.equal(a, b))   # a yes/no claim
@@ -284,7 +284,7 @@ _BY_NAME = {c.name: c for c in CLAIMS}
 def get(name: str) -> Claim:
     """Return the registered claim `name`."""
     if name not in _BY_NAME:
-        raise KeyError(f"no claim named {name!r} in fastloops_helpers.claims.CLAIMS; add a row there "
+        raise KeyError(f"no claim named {name!r} in fastloops_helpers.book.claims.CLAIMS; add a row there "
                        f"(known: {', '.join(sorted(_BY_NAME))})")
     return _BY_NAME[name]
 
@@ -355,6 +355,6 @@ def check(name: str, measured: Any = None, why: str = "", device: str | None = N
 
 
 def _device() -> str:
-    from . import config  # lazy: claims is read by the report without torch's device logic
+    from .. import config  # lazy: claims is read by the report without torch's device logic
 
     return str(config.device())

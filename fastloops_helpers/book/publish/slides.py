@@ -11,7 +11,7 @@ edit gives the same deck structure everywhere:
 - a `###` heading, a plot (a code cell with an image output) and the cell after a plot start a
   **subslide** (the plot gets the whole slide), and so does a cell that would overflow the slide it joins;
 - the setup cell (the first code cell: imports, device and scale) and cells that only save results (they
-  call `save_results` and print nothing but "saved ...") are
+  call `save_results` and print nothing but "saved ...") and exercise solutions (tagged `solution`) are
   **skip**ped (they run in a live RISE show, they are not shown);
 - everything else continues the current slide (`-`).
 A cell tag `slide:TYPE` (TYPE one of slide, subslide, fragment, skip, notes, -) overrides the rules.
@@ -126,7 +126,8 @@ def _rule(i: int, cell: dict, first_code: int | None, load: int, after_plot: boo
     level = heading_level(cell["source"]) if cell["cell_type"] == "markdown" else 0
     if i == 0 or 1 <= level <= 2:
         return "slide"
-    if cell["cell_type"] == "code" and (i == first_code or housekeeping(cell)):
+    if cell["cell_type"] == "code" and (i == first_code or housekeeping(cell)
+                                        or "solution" in cell.get("metadata", {}).get("tags", [])):
         return "skip"
     if level >= 3 or after_plot or (cell["cell_type"] == "code" and has_image(cell)):
         return "subslide"

@@ -8,7 +8,7 @@ RESULTS := results
 NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
            --nbval-cell-timeout=600 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test reproduce notebooks lab bench clean slides site twins slides-meta
+.PHONY: setup test reproduce notebooks lab bench clean slides site twins slides-meta student
 
 setup:  ## create .venv and install everything (ffcv when its system libraries can be had)
 	@bash .ci/setup.sh $(PYTHON)
@@ -41,6 +41,9 @@ slides:  ## an offline reveal.js deck of one notebook: make slides NB=notebooks/
 
 site:  ## a browsable site of the executed notebooks (stored outputs, no re-run) in results/site
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.site --out $(RESULTS)/site --results $(RESULTS)
+
+student:  ## students' copies for a workshop in results/student: no outputs, each solution an empty cell
+	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.student --out $(RESULTS)/student
 
 twins:  ## regenerate the text twins notebooks/py/NN_topic.py (jupytext percent scripts) for review
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.twins write

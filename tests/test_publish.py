@@ -172,3 +172,16 @@ def test_hardware_line_is_found_in_stored_outputs():
     nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"scale=smoke\n{line}\n")]
     assert site.hardware(nb) == line
     assert site.card(nb) == ("99 · Toy", "Is `x` fast?")
+
+
+def test_site_folds_solutions_and_the_deck_leaves_them_out(tmp_path):
+    nb = toy_notebook()
+    nb.cells += [nbformat.v4.new_markdown_cell("## Exercises"), nbformat.v4.new_markdown_cell("**1.** Add."),
+                 nbformat.v4.new_code_cell("answer_cell_marker = 2 + 2\nassert answer_cell_marker == 4",
+                                           metadata={"tags": ["solution", "nbval-ignore-output"]})]
+    path = tmp_path / "01_toy.ipynb"
+    nbformat.write(slides.tag(nb), path)
+    page = (site.build([path], tmp_path / "site", results=tmp_path / "none").parent / "01_toy.html").read_text()
+    folded = re.search(r'<details class="fl-solution">(.*?)</details>', page, re.S)
+    assert folded and "answer_cell_marker" in folded.group(1)
+    assert "answer_cell_marker" not in deck.render(path, tmp_path / "slides").read_text()

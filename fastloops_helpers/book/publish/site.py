@@ -31,6 +31,8 @@ nav.fl-nav.bottom { border-top: 1px solid #ddd; border-bottom: 0; margin-top: 2r
 table.fl { border-collapse: collapse; margin: 1rem 0; } table.fl td, table.fl th { border: 1px solid #ccc;
            padding: .3rem .6rem; vertical-align: top; text-align: left; }
 img { max-width: 100%; }
+details.fl-solution { border-left: 3px solid #7a9; padding-left: .6rem; margin: .5rem 0; }
+details.fl-solution > summary { cursor: pointer; color: #375; }
 """
 PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{style}</style></head>
@@ -41,6 +43,11 @@ TEMPLATE = offline.NO_CDN_BLOCKS + """
 {% block html_head_css %}<style>{{ resources.fl_style }}</style>{% endblock html_head_css %}
 {% block body_header %}{{ super() }}{{ resources.fl_nav }}{{ resources.fl_hw }}{% endblock body_header %}
 {% block body_footer %}{{ resources.fl_nav_bottom }}{{ super() }}{% endblock body_footer %}
+{% block codecell %}
+{%- if 'solution' in cell.metadata.get('tags', []) -%}
+<details class="fl-solution"><summary>Solution: try the exercise first</summary>{{ super() }}</details>
+{%- else -%}{{ super() }}{%- endif -%}
+{% endblock codecell %}
 """
 
 

@@ -1,4 +1,4 @@
-"""The rules of CONVENTIONS.md ("Numbers come from code, words explain"; "Stored outputs"), checked on every notebook.
+"""The notebook rules of CONTRIBUTING.md ("Numbers come from code"; "Stored outputs"), checked on every notebook.
 
 Each test is parametrised by notebook, so a failure names the notebook and the rule; its message lists every
 offending cell and text. Run: `pytest -q tests/test_notebook_rules.py -rf`.

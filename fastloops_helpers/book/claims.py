@@ -198,7 +198,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("shards_ok", "001/002", "DistributedSampler's shards are disjoint and cover the data", "", N12),
     _c("dataparallel_speedup", "000/001", "DataParallel splits each batch over the GPUs of one process",
        "Use DataParallel (no number)", N12, at_least=1.2, needs="gpu"),
-    # 14: threads vs processes (issue 13)
+    # 14: threads vs processes
     _c("spdl_imagenet_faster_pct", SPDL, "SPDL's thread pipeline iterates ImageNet faster than the DataLoader",
        "74 % faster", N14, needs="published", unit=" %", source=SPDL_SOURCE),
     _c("spdl_cpu_saving_pct", SPDL, "... with less CPU", "38 % less CPU", N14, needs="published", unit=" %",
@@ -214,7 +214,7 @@ CLAIMS: tuple[Claim, ...] = (
     _c("ft_single_thread_penalty_pct", "CPython", "the free-threaded build runs single-threaded code slower",
        "roughly 5-10 % on 3.14", N14, needs="published", unit=" %", source="Python 3.14 What's New, free-threaded "
        "CPython"),
-    # 15: diagnose (issue 14)
+    # 15: diagnose
     _c("diagnose_input_bound_found", "project", "diagnose calls the per-sample ImageFolder DataLoader input-bound",
        "", N15),
     _c("diagnose_headspace_over_spdl_cache", "project", "diagnose's headspace agrees with SPDL's CacheDataLoader",

@@ -1,9 +1,11 @@
 """Execute the notebooks the way the stored outputs must be made, clean them, and refresh their run-time cards.
 
 `python -m fastloops_helpers.book.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
-runs top to bottom in a fresh kernel with fd capture off (NOTEBOOK_TESTING.md: what nbval sees under pytest
-is what gets stored), no timing metadata; it stores each progress bar as its final line, saves the seconds per
-notebook and scale in results/notebook_times.json and, with --inplace, rewrites each card's run-time line.
+runs top to bottom in a fresh kernel with fd capture off (under pytest ipykernel does not capture fd-level
+output, so a reference made with it on would hold lines nbval never sees), no timing metadata; it stores each
+progress bar as its final line, saves the seconds per notebook and scale in results/notebook_times.json and,
+with --inplace, rewrites each card's run-time line. `--scale` (default FASTLOOPS_SCALE) reaches each kernel
+through its environment; this process's environment is left as it was.
 `python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
 
 A card's run-time line is generated where the notebook's first cell holds the marker, e.g.

@@ -121,3 +121,24 @@ def test_progress_shows_a_bar_only_for_loops_longer_than_min_steps(capsys):
     assert "short" not in capsys.readouterr().err
     list(display.progress(range(display.MIN_STEPS + 1), desc="long"))
     assert f"long: 100%" in capsys.readouterr().err
+
+
+def test_median_interval_uses_order_statistics():
+    from fastloops_helpers.measure import median_interval
+
+    assert median_interval([5, 1, 4, 2, 3]) == (float("-inf"), float("inf"))  # 5 rounds cannot reach 95 %
+    assert median_interval([6, 1, 5, 2, 4, 3]) == (1, 6)  # 6 rounds: min and max cover 1 - 2/64 = 96.9 %
+    low, high = median_interval(list(range(1, 21)))  # 20 rounds: the 6th and 15th values (95.9 %)
+    assert (low, high) == (6, 15)
+    assert median_interval(list(range(1, 21)), confidence=0.99) == (4, 17)  # 99.7 %
+
+
+def test_a_verdict_near_its_threshold_is_a_tie():
+    from fastloops_helpers.measure import TIE, verdict
+
+    assert verdict([1.1, 1.2, 1.15, 1.3, 1.12, 1.18], 1.0).word == "met"
+    assert verdict([0.9, 0.8, 0.85, 0.7, 0.88, 0.82], 1.0).word == "missed"
+    close = verdict([0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98], 1.0)
+    assert close.word == TIE and close.low < 1 < close.high and "interval" in str(close)
+    assert verdict([0.9, 0.8, 0.85, 0.7, 0.88, 0.82], 1.0, higher_is_better=False).word == "met"
+    assert verdict([1.5, 1.6, 1.4], 1.0).word == TIE  # too few rounds to decide

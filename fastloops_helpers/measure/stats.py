@@ -6,9 +6,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import comb
 
 import numpy as np
 import pandas as pd
+
+TIE = "a tie on this machine"
 
 
 def median(values: Sequence[float]) -> float:
@@ -33,6 +37,53 @@ def ratio(samples: Mapping[str, Sequence[float]], numerator: str, denominator: s
         raise ValueError(f"{numerator!r} has {len(num)} samples and {denominator!r} {len(den)}: "
                          "time them together with clock.interleaved")
     return float(np.median(num / den))
+
+
+def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
+    """Return the distribution-free (order statistics) interval of the median of `values`.
+
+    [v_(k), v_(n-1-k)] of the sorted values holds the true median with probability 1 - 2 P(Binomial(n, 1/2) <= k);
+    k is the largest index that keeps this at least `confidence`. Deterministic: the same samples always give
+    the same interval. Fewer than 6 values cannot reach 95 %: the interval is then unbounded.
+    """
+    v = np.sort(_checked(values))
+    n = len(v)
+    coverage = [1 - 2 * sum(comb(n, i) for i in range(k + 1)) / 2**n for k in range((n + 1) // 2)]
+    enough = [k for k, c in enumerate(coverage) if c >= confidence]
+    if not enough:
+        return float("-inf"), float("inf")
+    k = max(enough)
+    return float(v[k]), float(v[n - 1 - k])
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A ratio's verdict against a threshold, with the interval that decided it."""
+
+    word: str  # "met", "missed" or TIE
+    median: float
+    low: float
+    high: float
+    rounds: int
+    threshold: float
+    higher_is_better: bool
+
+    def __str__(self) -> str:
+        sign = ">=" if self.higher_is_better else "<="
+        return (f"{self.word}: median {self.median:.3g}, 95 % interval {self.low:.3g} to {self.high:.3g} "
+                f"over {self.rounds} rounds (target {sign} {self.threshold:g})")
+
+
+def verdict(ratios: Sequence[float], threshold: float, higher_is_better: bool = True) -> Verdict:
+    """Return "met"/"missed" only when the median's 95 % interval lies on one side of `threshold`, else a tie."""
+    low, high = median_interval(ratios)
+    if low >= threshold if higher_is_better else high <= threshold:
+        word = "met"
+    elif high < threshold if higher_is_better else low > threshold:
+        word = "missed"
+    else:
+        word = TIE
+    return Verdict(word, median(ratios), low, high, len(ratios), threshold, higher_is_better)
 
 
 def summarize(samples: Mapping[str, Sequence[float]], baseline: str | None = None) -> pd.DataFrame:

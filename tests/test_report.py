@@ -123,3 +123,9 @@ def test_rel_prints_paths_without_the_machine(monkeypatch, tmp_path):
     assert config.rel(tmp_path / "shared" / "otto" / "x.npy") == "$FASTLOOPS_DATA/otto/x.npy"
     assert config.rel("/somewhere/else/file.txt") == "file.txt"
     assert "/" not in config.describe().split("data=")[1].split(",")[0].lstrip("$FASTLOOPS_DATA")
+
+
+def test_the_conclusion_runs_after_the_notebooks_it_reads():
+    paths = notebooks.conclusion_last(notebooks.notebook_paths())
+    assert paths[-1].name == notebooks.CONCLUSION and len(paths) == len(notebooks.notebook_paths())
+    assert [p.name for p in paths[:-1]] == sorted(p.name for p in paths[:-1])

@@ -28,6 +28,7 @@ from .. import config, measure
 from ..atomic import atomic_write_text
 
 NOTEBOOKS = "notebooks"
+CONCLUSION = "13_conclusion.ipynb"  # reads every other notebook's and benchmark's results: runs after them
 TIMES_FILE = "notebook_times.json"
 RUN_TIME_MARKER = "<!-- run-time -->"
 VOLATILE_CELL_KEYS = ("execution", "collapsed", "scrolled", "ExecuteTime")
@@ -47,6 +48,11 @@ def notebook_paths(names: list[str] | None = None) -> list[Path]:
             raise SystemExit(f"no such notebook: {', '.join(missing)}")
         return paths
     return sorted((config.project_root() / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb"))
+
+
+def conclusion_last(paths: list[Path]) -> list[Path]:
+    """Return `paths` in order with the conclusion moved to the end: it reads what the others saved."""
+    return [p for p in paths if p.name != CONCLUSION] + [p for p in paths if p.name == CONCLUSION]
 
 
 def coalesce_streams(outputs: list[Any]) -> list[Any]:
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     args = parser.parse_intermixed_args(argv)
     times_path = args.times or config.results_dir() / TIMES_FILE
-    paths = notebook_paths(args.notebooks)
+    paths = conclusion_last(notebook_paths(args.notebooks))
     if args.command == "cards":
         times = load_times(times_path)
         for path in paths:

@@ -124,3 +124,16 @@ def test_results_saved_before_their_notebooks_latest_run_are_leftovers(tmp_path,
                                    "02_getitem_cost.ipynb": "2999-01-01T00:00:00+00:00"}},
              "workshop": {"started": {"01_the_question.ipynb": "2999-01-01T00:00:00+00:00"}}}
     assert runs.stale(docs, times) == ["02_getitem_cost"]  # 01's smoke result is newer than its smoke run
+
+
+def test_per_round_ratios_are_judged_by_their_interval():
+    name = next(c.name for c in claims.CLAIMS
+                if c.at_least == 1.0 and c.at_most is None and not c.needs and "/" not in c.key)
+    clear = [1.3, 1.25, 1.4, 1.35, 1.28, 1.33]
+    assert claims.status(name, clear) == claims.REPRODUCED
+    assert claims.status(name, [0.7, 0.8, 0.75, 0.72, 0.78, 0.74]) == claims.NOT_REPRODUCED
+    close = [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98]
+    assert claims.status(name, close) == claims.TIE
+    assert claims.holds(name, close)  # the median alone would have said "reproduced"
+    saved = claims.interval_figures(claims.get(name).key, close)
+    assert claims.status(name, saved) == claims.TIE and "95 % interval" in claims.line(name, saved)

@@ -30,8 +30,9 @@ from typing import Any
 import pandas as pd
 
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced here", "not measured"
-NEEDS_GPU, PUBLISHED = "needs a GPU", "published, not measurable here"
-STATUSES = (REPRODUCED, NOT_REPRODUCED, NOT_MEASURED, NEEDS_GPU, PUBLISHED)
+NEEDS_GPU, PUBLISHED, TIE = "needs a GPU", "published, not measurable here", "a tie on this machine"
+STATUSES = (REPRODUCED, NOT_REPRODUCED, TIE, NOT_MEASURED, NEEDS_GPU, PUBLISHED)
+LOW, HIGH = "_ci_low", "_ci_high"  # suffixes of a saved ratio's 95 % interval (interval_figures)
 
 
 @dataclass(frozen=True)
@@ -298,12 +299,50 @@ def value_of(figures: Mapping[str, Any], key: str) -> float | None:
     return values[0] / values[1] if len(values) == 2 else values[0]
 
 
+def _rounds(measured: Any) -> bool:
+    return isinstance(measured, (list, tuple)) or getattr(measured, "ndim", 0) == 1
+
+
 def _measured(claim: Claim, measured: Any) -> float | None:
     if isinstance(measured, Mapping):
         return value_of(measured, claim.key)
     if measured is None:
         return None
+    if _rounds(measured):
+        from ..measure import median
+
+        return median(measured)
     return float(bool(measured)) if isinstance(measured, bool) else float(measured)
+
+
+def interval_figures(key: str, ratios: Any) -> dict[str, float]:
+    """Return {key: median, key_ci_low, key_ci_high} of per-round ratios, to save beside the other figures."""
+    from ..measure import median, median_interval
+
+    low, high = median_interval(ratios)
+    return {key: median(ratios), key + LOW: low, key + HIGH: high}
+
+
+def _interval(claim: Claim, measured: Any) -> tuple[float, float] | None:
+    """Return the 95 % interval of the measured ratio, from per-round ratios or saved _ci figures (else None)."""
+    if _rounds(measured):
+        from ..measure import median_interval
+
+        return median_interval(measured)
+    if isinstance(measured, Mapping) and "/" not in claim.key and claim.key + LOW in measured:
+        return float(measured[claim.key + LOW]), float(measured[claim.key + HIGH])
+    return None
+
+
+def _decided(claim: Claim, low: float, high: float) -> str:
+    """Return the status a ratio's interval supports: reproduced, not reproduced, or a tie on this machine."""
+    lo = claim.at_least if claim.at_least is not None else float("-inf")
+    hi = claim.at_most if claim.at_most is not None else float("inf")
+    if lo <= low and high <= hi:
+        return REPRODUCED
+    if high < lo or low > hi:
+        return NOT_REPRODUCED
+    return TIE
 
 
 def holds(name: str, measured: Any) -> bool:
@@ -325,6 +364,9 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
         return NEEDS_GPU
     if v is None:
         return NOT_MEASURED
+    interval = _interval(c, measured)
+    if interval is not None and (c.at_least is not None or c.at_most is not None):
+        return _decided(c, *interval)
     return REPRODUCED if holds(name, v) else NOT_REPRODUCED
 
 
@@ -344,13 +386,20 @@ def line(name: str, measured: Any = None, why: str = "", device: str | None = No
         got = f"measured {'yes' if v >= 0.5 else 'no'}"
     else:
         got = f"measured {v:.3g}{c.unit}"
+        interval = _interval(c, measured)
+        if interval is not None:
+            got += f" (95 % interval {interval[0]:.3g} to {interval[1]:.3g})"
     gpu = " on a GPU" if c.needs == "gpu" else ""
     seed = f" ({quote(name)})" if c.seed_figure else ""
-    return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, v, device)}{seed}"
+    return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, measured, device)}{seed}"
 
 
 def check(name: str, measured: Any = None, why: str = "", device: str | None = None) -> None:
-    """Print the claim's verdict line for a measured value, a figures dict, a bool, or None (not measured)."""
+    """Print the claim's verdict line for a value, per-round ratios, a figures dict, a bool, or None.
+
+    Per-round ratios (or a figures dict holding `interval_figures`) are judged by their 95 % interval: the claim
+    is reproduced or not only when the interval lies on one side of the threshold, else a tie on this machine.
+    """
     print(line(name, measured, why, device))
 
 

@@ -137,3 +137,11 @@ def test_per_round_ratios_are_judged_by_their_interval():
     assert claims.holds(name, close)  # the median alone would have said "reproduced"
     saved = claims.interval_figures(claims.get(name).key, close)
     assert claims.status(name, saved) == claims.TIE and "95 % interval" in claims.line(name, saved)
+
+
+def test_a_benchmark_target_with_a_saved_interval_can_be_a_tie():
+    target = claims.Target("bench-x", "speed", at_least=1.0)
+    assert target.verdict({"speed": 1.02}) == "met"  # no interval saved: the plain threshold
+    assert target.verdict(claims.interval_figures("speed", [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98])) == claims.TIE
+    assert target.verdict(claims.interval_figures("speed", [1.2, 1.3, 1.25, 1.22, 1.28, 1.21])) == "met"
+    assert target.verdict({}) == "not run"

@@ -245,6 +245,16 @@ class Target:
             return None
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
 
+    def verdict(self, figures: Mapping[str, Any]) -> str:
+        """Return "met", "missed", "a tie on this machine" (from a saved interval) or "not run"."""
+        met = self.met(value_of(figures, self.figure))
+        if met is None:
+            return "not run"
+        if "/" not in self.figure and self.figure + LOW in figures:
+            decided = _decided(self, float(figures[self.figure + LOW]), float(figures[self.figure + HIGH]))
+            return {REPRODUCED: "met", NOT_REPRODUCED: "missed"}.get(decided, TIE)
+        return "met" if met else "missed"
+
 
 TARGETS: tuple[Target, ...] = (
     Target("bench-loops", "helpers_over_numpy", at_most=1.0),
@@ -334,7 +344,12 @@ def _interval(claim: Claim, measured: Any) -> tuple[float, float] | None:
     return None
 
 
-def _decided(claim: Claim, low: float, high: float) -> str:
+def interval(name: str, measured: Any) -> tuple[float, float] | None:
+    """Return the 95 % interval of claim `name`'s measured ratio, when per-round ratios or a saved one exist."""
+    return _interval(get(name), measured)
+
+
+def _decided(claim: Claim | Target, low: float, high: float) -> str:
     """Return the status a ratio's interval supports: reproduced, not reproduced, or a tie on this machine."""
     lo = claim.at_least if claim.at_least is not None else float("-inf")
     hi = claim.at_most if claim.at_most is not None else float("inf")

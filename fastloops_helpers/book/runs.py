@@ -66,10 +66,13 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
     rows = []
     for c in claims.CLAIMS:
         doc = notebooks(docs).get(c.notebook, {})
-        value = claims.value_of(doc.get("figures", {}), c.key) if doc else None
+        figures = doc.get("figures", {}) if doc else None
+        value = claims.value_of(figures, c.key) if doc else None
+        ci = claims.interval(c.name, figures) if doc else None
         rows.append({"claim": c.name, "seed": c.seed, "says": c.claim, "seed figure": claims.quote(c.name)
-                     if c.seed_figure else "", "measured here": value, "needs": c.needed(),
-                     "notebook": c.notebook, "status": claims.status(c.name, value, _device(doc) if doc else None)})
+                     if c.seed_figure else "", "measured here": value,
+                     "95 % interval": f"{ci[0]:.3g} to {ci[1]:.3g}" if ci else "", "needs": c.needed(),
+                     "notebook": c.notebook, "status": claims.status(c.name, figures, _device(doc) if doc else None)})
     return pd.DataFrame(rows)
 
 
@@ -79,10 +82,9 @@ def targets(docs: dict[str, dict]) -> pd.DataFrame:
     for t in claims.TARGETS:
         doc = benchmarks(docs).get(t.benchmark)
         value = claims.value_of(doc["figures"], t.figure) if doc else None
-        met = t.met(value)
         rows.append({"benchmark": t.benchmark.removeprefix(BENCH_PREFIX), "figure": t.figure,
                      "target": t.needed(), "benchmark run": value,
-                     "verdict": "not run" if met is None else ("met" if met else "missed")})
+                     "verdict": t.verdict(doc["figures"]) if doc else "not run"})
     return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "verdict"])
 
 

@@ -102,7 +102,9 @@ def test_checklist_orders_by_payoff_from_notebooks_only(docs):
     assert measured == sorted(measured, reverse=True) and measured[0] == 50.0  # 01's, not bench-loops' 80
     workers = table[table["do this"].str.contains("workers")].iloc[0]
     assert workers["payoff here (x)"] == pytest.approx(1.8)  # from notebook 07, before any benchmark ran
-    assert pd_isna(table["payoff here (x)"].iloc[-1])
+    assert pd_isna(table["payoff here (x)"].iloc[-1]) and table["paid off here"].iloc[-1] == "not measured"
+    assert workers["paid off here"] == "yes"
+    assert runs.paid_off(0.95) == "no: not faster here" and runs.paid_off(float("nan")) == "not measured"
 
 
 def pd_isna(x):

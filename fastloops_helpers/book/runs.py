@@ -93,9 +93,18 @@ def checklist(docs: dict[str, dict]) -> pd.DataFrame:
     rows = []
     for advice, notebook, key in claims.CHECKLIST:
         figures = notebooks(docs).get(notebook, {}).get("figures", {})
-        rows.append({"do this": advice, "payoff here (x)": claims.value_of(figures, key), "notebook": notebook})
+        payoff = claims.value_of(figures, key)
+        rows.append({"do this": advice, "payoff here (x)": payoff, "paid off here": paid_off(payoff),
+                     "notebook": notebook})
     table = pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last")
     return table.reset_index(drop=True)
+
+
+def paid_off(payoff: float | None) -> str:
+    """Return whether a checklist item paid off in this run: "yes", "no: slower here" or "not measured"."""
+    if payoff is None or payoff != payoff:
+        return "not measured"
+    return "yes" if payoff > 1 else "no: not faster here"
 
 
 def stale(docs: dict[str, dict], times: dict[str, Any]) -> list[str]:

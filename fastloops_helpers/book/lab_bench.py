@@ -229,7 +229,7 @@ def leaking_solutions(nb: Any) -> list[str]:
         for later in cells[i + 1:]:
             tree = _code(later)
             own = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            own |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.arg))}
+            own |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
             own |= {n.arg for n in ast.walk(tree) if isinstance(n, ast.arg)}
             read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
             leaked = (read & stored) - own

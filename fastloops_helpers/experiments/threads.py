@@ -11,6 +11,7 @@ import pickle
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from typing import Any
 
 import psutil
@@ -40,9 +41,9 @@ class Decode:
         return T.ValSampleTransform(RESIZE, CROP).precompute(img)
 
 
-def dataset() -> ImageFolder:
-    """Return the synthetic ImageFolder's train split at the scale's size, decoding every access."""
-    return ImageFolder(synthetic_imagefolder() / "train", transform=Decode())
+def dataset(scale: str | None = None) -> ImageFolder:
+    """Return the synthetic ImageFolder's train split at `scale` (default: the active one), decoding every access."""
+    return ImageFolder(synthetic_imagefolder(scale) / "train", transform=Decode())
 
 
 def tree_cpu_s() -> float:
@@ -116,9 +117,13 @@ def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]
 
     class Epochs:
         def __iter__(self) -> Any:
-            p = (PipelineBuilder().add_source(range(len(ds))).pipe(ds.__getitem__, concurrency=threads,
-                                                                     output_order="input")
-                 .aggregate(batch_size).pipe(torch.utils.data.default_collate).add_sink(3).build(num_threads=threads))
+            p = (PipelineBuilder()
+                 .add_source(range(len(ds)))                                        # the indices, in order
+                 .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # samples on `threads` threads
+                 .aggregate(batch_size)                                             # lists of batch_size samples
+                 .pipe(torch.utils.data.default_collate)                            # one batch of tensors
+                 .add_sink(3)                                                       # at most 3 batches waiting
+                 .build(num_threads=threads))                                       # the asyncio loop's thread pool
             with p.auto_stop():
                 yield from p
     return Epochs()
@@ -132,34 +137,31 @@ def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) ->
         def __iter__(self) -> Any:
             gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
             node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
-                                     method=method, in_order=True)
-            node = tn.Batcher(node, batch_size, drop_last=False)
+                                     method=method, in_order=True)  # samples on threads or processes, in order
+            node = tn.Batcher(node, batch_size, drop_last=False)      # lists of batch_size samples
             yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
     return Epochs()
 
 
-def configurations(ds: ImageFolder, batch_size: int) -> dict[str, Callable[[], Iterable[Any]]]:
-    """Return {pipeline name: a function making its loader}; optional packages missing are left out."""
-    cores = os.cpu_count() or 1
-    k = thread_count()
-    configs: dict[str, Callable[[], Iterable[Any]]] = {
-        f"DataLoader, {w} workers (fork)": (lambda w=w: DataLoader(ds, batch_size, num_workers=w,
-                                                                    persistent_workers=w > 0))
-        for w in range(cores + 1)}
-    configs[f"ThreadLoader, {k} threads"] = lambda: ThreadLoader(ds, batch_size, threads=k)
+def configurations(ds: ImageFolder, batch_size: int, threads: int, workers: int
+                   ) -> dict[str, Callable[[], Iterable[Any]]]:
+    """Return {pipeline name: a function making its loader}; optional packages missing are left out.
+
+    The DataLoader runs with 0 to `workers` worker processes, every thread pipeline with `threads` threads.
+    """
+    configs: dict[str, Callable[[], Iterable[Any]]] = {}
+    for w in range(workers + 1):  # worker processes (0: in this process), started once and kept between epochs
+        configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
+                                                             persistent_workers=w > 0)
+    configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
     if _has("spdl.pipeline"):
-        configs[f"SPDL pipeline, {k} threads"] = lambda: spdl_loader(ds, batch_size, k)
+        configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
     if _has("torchdata.nodes"):
-        configs[f"torchdata.nodes, {k} threads"] = lambda: nodes_loader(ds, batch_size, k, "thread")
-        configs[f"torchdata.nodes, {cores} processes"] = lambda: nodes_loader(ds, batch_size, cores, "process")
+        configs[f"torchdata.nodes, {threads} threads"] = lambda: nodes_loader(ds, batch_size, threads, "thread")
+        configs[f"torchdata.nodes, {workers} processes"] = lambda: nodes_loader(ds, batch_size, workers, "process")
     configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
                                                                               batch_size)
     return configs
-
-
-def thread_count() -> int:
-    """Return the threads of every thread pipeline: the scale's threads per core times the cores."""
-    return config.size("threads.threads_per_core") * (os.cpu_count() or 1)
 
 
 def skipped() -> dict[str, str]:
@@ -179,10 +181,10 @@ def _has(module: str) -> bool:
         return False
 
 
-def startup(ds: ImageFolder, batch_size: int, methods: tuple[str, ...] = ("fork", "forkserver", "spawn")
-            ) -> list[dict[str, Any]]:
-    """Return, per start method, a fresh `cores`-worker DataLoader's first-batch latency and its processes' PSS."""
-    workers, size = os.cpu_count() or 1, len(pickle.dumps(ds))
+def startup(ds: ImageFolder, batch_size: int, workers: int,
+            methods: tuple[str, ...] = ("fork", "forkserver", "spawn")) -> list[dict[str, Any]]:
+    """Return, per start method, a fresh `workers`-worker DataLoader's first-batch latency and its processes' PSS."""
+    size = len(pickle.dumps(ds))
     rows = []
     for m in methods:
         batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m))
@@ -194,8 +196,9 @@ def startup(ds: ImageFolder, batch_size: int, methods: tuple[str, ...] = ("fork"
     return rows
 
 
-def limit_rounds(ds: ImageFolder, batch_size: int, images: int, rounds: int) -> dict[str, float]:
-    """Time one thread over `images` samples spread over `ds` and a ThreadLoader epoch in turns; return the limit.
+def limit_rounds(ds: ImageFolder, batch_size: int, threads: int, images: int, rounds: int) -> dict[str, float]:
+    """Time one thread over `images` samples spread over `ds` and a `threads`-thread ThreadLoader epoch in turns;
+    return the limit.
 
     The limit is one thread's rate (read, decode, resize, crop) times the cores. Taking turns puts both timings
     in the same spell of a shared machine, so `helpers_threads_over_limit`, the median of the per-round ratios,
@@ -203,7 +206,7 @@ def limit_rounds(ds: ImageFolder, batch_size: int, images: int, rounds: int) -> 
     """
     cores = os.cpu_count() or 1
     picks = range(0, len(ds), max(1, len(ds) // images))[:images]
-    loader = ThreadLoader(ds, batch_size, threads=thread_count())
+    loader = ThreadLoader(ds, batch_size, threads=threads)
     t = measure.interleaved({"one thread": lambda: [ds[i] for i in picks], "ThreadLoader": measure.drain(loader)},
                             rounds, warmup=1)
     one = [len(picks) / s for s in t["one thread"]]
@@ -228,22 +231,25 @@ def gil_speedups(count: int, px: int) -> dict[str, float]:
     return out
 
 
-def run() -> BenchResult:
-    """Measure every pipeline, the start methods, the physical limit and the decoders' GIL release."""
-    ds, bs = dataset(), config.size("threads.batch_size")
-    epochs, cores = config.size("threads.epochs"), os.cpu_count() or 1
+def run(scale: str) -> BenchResult:
+    """Measure every pipeline, the start methods, the physical limit and the decoders' GIL release at `scale`."""
+    s, cores = config.sizes("threads", scale), os.cpu_count() or 1
+    k = dict(batch_size=s["batch_size"], epochs=s["epochs"], threads=s["threads_per_core"] * cores, workers=cores,
+             limit_images=s["limit_images"], limit_rounds=s["limit_rounds"], gil_images=s["gil_images"],
+             gil_px=config.size("imagefolder.px", scale))
+    ds, bs = dataset(scale), k["batch_size"]
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
     try:
-        rows = [{"pipeline": name, **epoch_stats(make, epochs)}
-                for name, make in measure.progress(configurations(ds, bs).items(), desc="pipelines")]
-        limit = limit_rounds(ds, bs, config.size("threads.limit_images"), config.size("threads.limit_rounds"))
-        starts = startup(ds, bs)
+        rows = [{"pipeline": name, **epoch_stats(make, k["epochs"])} for name, make
+                in measure.progress(configurations(ds, bs, k["threads"], k["workers"]).items(), desc="pipelines")]
+        limit = limit_rounds(ds, bs, k["threads"], k["limit_images"], k["limit_rounds"])
+        starts = startup(ds, bs, k["workers"])
     finally:
         torch.set_num_threads(torch_threads)
-    gil = gil_speedups(config.size("threads.gil_images"), config.size("imagefolder.px"))
-    return BenchResult(rows, figures(rows, limit, starts, gil), knobs={
-        "images": len(ds), "batch_size": bs, "cores": cores, "epochs": epochs, "skipped": skipped()}, repeats=epochs)
+    gil = gil_speedups(k["gil_images"], k["gil_px"])
+    return BenchResult(rows, figures(rows, limit, starts, gil),
+                       knobs={"images": len(ds), "cores": cores, **k, "skipped": skipped()}, repeats=k["epochs"])
 
 
 def figures(rows: list[dict[str, Any]], limit: dict[str, float], starts: list[dict[str, Any]],
@@ -325,16 +331,16 @@ class _TimedSamples:
         return timeline.TimedBatch(data, events + [("main: collate", "collate", start, now())])
 
 
-def timelines(ds: ImageFolder, batch_size: int, step_s: float, batches: int) -> dict[str, timeline.Timeline]:
-    """Record `batches` batches of the ThreadLoader and of the DataLoader (cores workers) before a sleeping step."""
-    cores = os.cpu_count() or 1
-    k = thread_count()
+def timelines(ds: ImageFolder, batch_size: int, threads: int, workers: int, step_s: float, batches: int
+              ) -> dict[str, timeline.Timeline]:
+    """Record `batches` batches of a `threads`-thread ThreadLoader and of a `workers`-worker DataLoader, each batch
+    followed by a step that sleeps `step_s` seconds."""
     timed = _TimedSamples(ds)
     step = timeline.gpu_like_step(step_s)
-    out = {f"ThreadLoader, {k} threads": timeline.record(ThreadLoader(timed, batch_size, threads=k,
-                                                                      collate=timed.collate),
-                                                         step, max_batches=batches)}
+    out = {f"ThreadLoader, {threads} threads": timeline.record(ThreadLoader(timed, batch_size, threads=threads,
+                                                                            collate=timed.collate),
+                                                               step, max_batches=batches)}
     tds, tc = timeline.instrument(ds)
-    out[f"DataLoader, {cores} workers"] = timeline.record(DataLoader(tds, batch_size, num_workers=cores,
-                                                                     collate_fn=tc), step, max_batches=batches)
+    out[f"DataLoader, {workers} workers"] = timeline.record(DataLoader(tds, batch_size, num_workers=workers,
+                                                                       collate_fn=tc), step, max_batches=batches)
     return out

@@ -4,7 +4,7 @@
 # | | |
 # |---|---|
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
-# | **Seeds** | beyond the seeds (issue 13): SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
+# | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
 # | **GPU** | not needed: everything here is CPU work |
 # | **Run time** | <!-- run-time --> workshop ~40 s (measured on AMD EPYC, 2 cores, 2026-11-24) |
 #
@@ -22,6 +22,8 @@
 # 6. what free-threaded Python and Python 3.14's forkserver default would change.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
 import os
 
 import pandas as pd
@@ -29,28 +31,97 @@ import torch
 
 from fastloops_helpers import ThreadLoader, config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.experiments import threads as exp
+from fastloops_helpers.experiments import threads
 from fastloops_helpers.measure import timeline
 
+cores = os.cpu_count()  # the most CPU work that can run at once
 print(config.describe().split(", data=")[0])
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-ds = exp.dataset()                                  # the synthetic ImageFolder's train split, decoded every access
-batch_size = config.size("threads.batch_size")      # images per batch
-epochs = config.size("threads.epochs")              # timed epochs per pipeline, after one warm-up epoch
-cores = os.cpu_count()                              # the most CPU work that can run at once
-threads = config.size("threads.threads_per_core") * cores  # thread pipelines: threads overlap file reads with decode
-torch_threads = torch.get_num_threads()
-torch.set_num_threads(1)                            # as DataLoader does in each worker
-skipped = exp.skipped()
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+batch_size = config.size("threads.batch_size")      # images per batch: larger amortises the collate, delays batch 1
+epochs = config.size("threads.epochs")              # timed epochs per pipeline, after a warm-up: more, steadier
+n_threads = config.size("threads.threads_per_core") * cores  # every thread pipeline's threads: > cores overlaps reads
+n_workers = cores                                   # worker processes: DataLoader tries 0 to this many
+limit_images = config.size("threads.limit_images")  # images one thread decodes for the limit: more covers the sizes
+limit_rounds = config.size("threads.limit_rounds")  # turns of that thread and a ThreadLoader epoch: more steadies ratio
+gil_images = config.size("threads.gil_images")      # JPEGs per decoder for its 2-thread speedup: more, less noise
+gil_px = config.size("imagefolder.px")              # their side: a larger image spends a smaller share holding the GIL
+step_ms = config.size("anatomy.step_ms")            # section 5's stand-in GPU step per batch (it sleeps: CPU is free)
+timeline_batches = 12                               # batches section 5 records per loader: more, longer timelines
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+ds = threads.dataset()                  # the synthetic ImageFolder's train split, decoded at every access
+torch.set_num_threads(1)                # as DataLoader does in each worker, for the whole notebook (exercise 4)
+skipped = threads.skipped()
 for what, why in skipped.items():
     print(f"skipped {what}: {why}")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("ThreadLoader batches per epoch == ceil(images / batch size):",
-      len(ThreadLoader(ds, batch_size)) == -(-len(ds) // batch_size))
+      len(ThreadLoader(ds, batch_size, threads=n_threads)) == -(-len(ds) // batch_size))
 print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## The code being timed
+#
+# Every pipeline in this notebook runs the same per-sample function: open one JPEG, decode it with Pillow
+# (`pil_loader`), resize the shorter side to 256, cut the centre 224 x 224, return a uint8 CHW tensor. The
+# DataLoader and torchdata.nodes run it in worker processes, so it lives in the package, where a worker can import
+# it; the cell shows the package's code.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.threads
+# runs in DataLoader and torchdata.nodes worker processes, which import it from the package
+class Decode:
+    """One PIL image -> resize the shorter side, center crop, uint8 CHW tensor (picklable, no state)."""
+
+    def __call__(self, img: Any) -> torch.Tensor:
+        return T.ValSampleTransform(RESIZE, CROP).precompute(img)
+
+
+def dataset(scale: str | None = None) -> ImageFolder:
+    """Return the synthetic ImageFolder's train split at `scale` (default: the active one), decoding every access."""
+    return ImageFolder(synthetic_imagefolder(scale) / "train", transform=Decode())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The helpers' `ThreadLoader` runs that `__getitem__` on a pool of threads in this process. Its `__iter__` takes
+# the epoch's order of indices from the same sampler as `BatchLoader` (shuffle, seed, shards) and hands it to
+# `_run`, the loop below: it keeps `prefetch` batches in flight as one future per sample, so any free thread
+# decodes the next image, and the main thread waits for the oldest batch's samples, in order, and collates them.
+# Nothing is pickled and nothing is copied between processes; what runs in parallel is what releases the GIL.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.thread_loader.ThreadLoader
+# two methods of the class imported above: the call each thread makes, and the loop that batches
+def _load(self, epoch: int, index: int) -> Any:
+    try:
+        if self._takes_generator:
+            return self.dataset.__getitem__(index, generator=sample_generator(self.seed, epoch, index))
+        return self.dataset[index]
+    except Exception as e:
+        raise RuntimeError(f"ThreadLoader: sample {index} failed: {type(e).__name__}: {e}") from e
+
+
+def _run(self, epoch: int, order: list[int]) -> Iterator[Any]:
+    pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ThreadLoader")
+    pending: deque[list[Future]] = deque()
+    starts = iter(range(0, len(order), self.batch_size))
+    try:
+        while True:
+            # keep `prefetch` batches in flight: one future per sample, any free thread runs it
+            while len(pending) < self.prefetch and (start := next(starts, None)) is not None:
+                chunk = order[start:start + self.batch_size]
+                pending.append([pool.submit(self._load, epoch, i) for i in chunk])
+            if not pending:
+                return
+            # wait for the oldest batch's samples (in order), collate them here, in the main thread
+            yield self.collate([f.result() for f in pending.popleft()])
+    finally:  # a break, close() or an error: drop the queued samples, join the threads
+        for futures in pending:
+            for f in futures:
+                f.cancel()
+        pool.shutdown(wait=True, cancel_futures=True)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Which decoders release the GIL?
@@ -62,7 +133,7 @@ print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
 # ctypes wrappers whose C call runs without it.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-gil = exp.gil_speedups(config.size("threads.gil_images"), config.size("imagefolder.px"))
+gil = threads.gil_speedups(gil_images, gil_px)
 print(pd.Series(gil, name="2-thread / 1-thread speedup").round(2).to_string())
 best_gil = max(gil, key=gil.get)
 _ = measure.predicted(f"{best_gil}'s 2-thread speedup", 1.6, 2.1, gil[best_gil], "x")
@@ -82,7 +153,7 @@ _ = measure.predicted(f"{best_gil}'s 2-thread speedup", 1.6, 2.1, gil[best_gil],
 # file read). The limit is that rate times the cores, if nothing else runs.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-lim = exp.limit_rounds(ds, batch_size, config.size("threads.limit_images"), config.size("threads.limit_rounds"))
+lim = threads.limit_rounds(ds, batch_size, n_threads, limit_images, limit_rounds)
 one_thread, limit = lim["one_thread_img_per_s"], lim["limit_img_per_s"]
 print(f"limit: {one_thread:.0f} img/s per thread x {cores} cores = {limit:.0f} img/s")
 _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one_thread, "img/s")
@@ -90,7 +161,7 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The per-image rate depends on the image sizes (the synthetic folder jitters them), on whether Pillow was built
 # with libjpeg-turbo, and on the clock speed of a shared core. The limit ignores the collate and the loop itself,
-# so no loader reaches it exactly. `exp.limit_rounds` times the one thread in turns with epochs of the thread
+# so no loader reaches it exactly. `threads.limit_rounds` times the one thread in turns with epochs of the thread
 # loader of section 3, so the ratio of the two (printed there) compares timings from the same spells of a shared
 # machine.
 
@@ -107,9 +178,69 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # add their stacks, the batches in flight and what the decoders keep per thread (malloc gives each allocating
 # thread its own arena, and keeps what is freed there for reuse).
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The competitors, set up as below: the DataLoader with 0 to `n_workers` worker processes (forked, kept between
+# epochs), the `ThreadLoader` above, SPDL's pipeline (an asyncio event loop that hands each index to
+# `ds.__getitem__` on a thread pool, then batches and collates), and torchdata.nodes' `ParallelMapper` on
+# threads and on processes. Each entry is a function that makes the loader, so each is built fresh before its
+# warm-up epoch; the memmap row is notebook 09's loader of pre-decoded images, the floor of the table.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.threads
+# the DataLoader and torchdata.nodes run `ds.__getitem__` in worker processes, which import it from the package
+def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]:
+    """Return an iterable whose each pass runs SPDL's thread pipeline over `ds` in order."""
+    from spdl.pipeline import PipelineBuilder
+
+    class Epochs:
+        def __iter__(self) -> Any:
+            p = (PipelineBuilder()
+                 .add_source(range(len(ds)))                                        # the indices, in order
+                 .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # samples on `threads` threads
+                 .aggregate(batch_size)                                             # lists of batch_size samples
+                 .pipe(torch.utils.data.default_collate)                            # one batch of tensors
+                 .add_sink(3)                                                       # at most 3 batches waiting
+                 .build(num_threads=threads))                                       # the asyncio loop's thread pool
+            with p.auto_stop():
+                yield from p
+    return Epochs()
+
+def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) -> Iterable[Any]:
+    """Return an iterable whose each pass runs torchdata.nodes' ParallelMapper (threads or processes)."""
+    import torchdata.nodes as tn
+
+    class Epochs:
+        def __iter__(self) -> Any:
+            gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
+            node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
+                                     method=method, in_order=True)  # samples on threads or processes, in order
+            node = tn.Batcher(node, batch_size, drop_last=False)      # lists of batch_size samples
+            yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
+    return Epochs()
+
+def configurations(ds: ImageFolder, batch_size: int, threads: int, workers: int
+                   ) -> dict[str, Callable[[], Iterable[Any]]]:
+    """Return {pipeline name: a function making its loader}; optional packages missing are left out.
+
+    The DataLoader runs with 0 to `workers` worker processes, every thread pipeline with `threads` threads.
+    """
+    configs: dict[str, Callable[[], Iterable[Any]]] = {}
+    for w in range(workers + 1):  # worker processes (0: in this process), started once and kept between epochs
+        configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
+                                                             persistent_workers=w > 0)
+    configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
+    if _has("spdl.pipeline"):
+        configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
+    if _has("torchdata.nodes"):
+        configs[f"torchdata.nodes, {threads} threads"] = lambda: nodes_loader(ds, batch_size, threads, "thread")
+        configs[f"torchdata.nodes, {workers} processes"] = lambda: nodes_loader(ds, batch_size, workers, "process")
+    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
+                                                                              batch_size)
+    return configs
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rows = [{"pipeline": name, **exp.epoch_stats(make, epochs)}
-        for name, make in measure.progress(exp.configurations(ds, batch_size).items(), desc="pipelines")]
+rows = [{"pipeline": name, **threads.epoch_stats(make, epochs)} for name, make
+        in measure.progress(threads.configurations(ds, batch_size, n_threads, n_workers).items(), desc="pipelines")]
 table = pd.DataFrame(rows).set_index("pipeline")
 table["of_limit"] = table["img_per_s"] / limit
 table.round(4)
@@ -138,7 +269,7 @@ print(f"PSS: ThreadLoader {table.loc[tl_name, 'pss_mb']:.0f} MB, best DataLoader
 # that is the regime of SPDL's memory figure.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-mem = exp.memory_split(rows)
+mem = threads.memory_split(rows)
 print(f"process before a loader, B: {mem['pss_baseline_mb']:.0f} MB")
 print(f"added by ThreadLoader, t: {mem['threadloader_added_pss_mb']:.0f} MB; "
       f"by the best DataLoader, d: {mem['dataloader_best_added_pss_mb']:.0f} MB")
@@ -168,7 +299,7 @@ print(f"totals at 0.5x would need d >= B + 2t = {mem['dataloader_added_pss_for_h
 # pickled size divided by the pipe's bandwidth per worker.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-start_rows = exp.startup(ds, batch_size)
+start_rows = threads.startup(ds, batch_size, n_workers)
 starts = pd.DataFrame(start_rows).set_index("start_method")
 print(starts.round(3).to_string())
 slow = min(starts.loc["forkserver", "first_batch_s"], starts.loc["spawn", "first_batch_s"])
@@ -196,7 +327,8 @@ _ = measure.predicted("forkserver or spawn's first batch over fork's", 10, float
 # one image per thread at a time, several threads' fetches overlapping.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-tls = exp.timelines(ds, batch_size, config.size("anatomy.step_ms") / 1000, batches=min(12, len(ds) // batch_size))
+tls = threads.timelines(ds, batch_size, n_threads, n_workers, step_ms / 1000,
+                        batches=min(timeline_batches, len(ds) // batch_size))
 for name, tl in tls.items():
     fig = timeline.gantt(tl, title=name)
 
@@ -244,8 +376,8 @@ for name in ("ft_single_thread_penalty_pct", "ft_thread_workers_disk", "ft_threa
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 measured = table.loc[tl_name, "img_per_s"]
-ft = exp.free_threaded_prediction(limit, measured)
-lo, hi = sorted(exp.FREE_THREADED_PENALTY)
+ft = threads.free_threaded_prediction(limit, measured)
+lo, hi = sorted(threads.FREE_THREADED_PENALTY)
 print(f"predicted ThreadLoader on a free-threaded build: {ft['low_img_per_s']:.0f} to {ft['high_img_per_s']:.0f} img/s "
       f"(the limit, {limit:.0f} img/s, less {lo:.0%} to {hi:.0%}): {ft['gain_low']:.2f}x to {ft['gain_high']:.2f}x "
       f"the {measured:.0f} img/s measured here with the GIL; not measurable here (no free-threaded interpreter)")
@@ -258,7 +390,7 @@ print(f"predicted ThreadLoader on a free-threaded build: {ft['low_img_per_s']:.0
 # capped by the same cores. The figures of this run:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-figures = exp.figures(rows, lim, start_rows, gil)
+figures = threads.figures(rows, lim, start_rows, gil)
 for key in ("limit_img_per_s", "threadloader_img_per_s", "dataloader_best_img_per_s", "helpers_threads_over_limit",
             "helpers_threads_over_dataloader_best", "helpers_threads_over_spdl",
             "helpers_threads_pss_over_dataloader_best", "helpers_threads_added_pss_over_dataloader_best",
@@ -267,9 +399,10 @@ for key in ("limit_img_per_s", "threadloader_img_per_s", "dataloader_best_img_pe
     if key in figures:
         print(f"{key}: {figures[key]:.3g}")
 path = measure.save_results("14_threads_or_processes", figures, rows, knobs={
-    "batch_size": batch_size, "epochs": epochs, "cores": cores, "threads": threads, "skipped": skipped}, repeats=epochs)
+    "images": len(ds), "cores": cores, "batch_size": batch_size, "epochs": epochs, "threads": n_threads,
+    "workers": n_workers, "limit_images": limit_images, "limit_rounds": limit_rounds, "gil_images": gil_images,
+    "gil_px": gil_px, "step_ms": step_ms, "timeline_batches": timeline_batches, "skipped": skipped}, repeats=epochs)
 print("saved", path.name)
-torch.set_num_threads(torch_threads)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
@@ -286,9 +419,158 @@ for name in ("spdl_imagenet_faster_pct", "spdl_cpu_saving_pct", "spdl_memory_sav
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Give `ThreadLoader` `threads=cores` instead of twice the cores and re-run section 3. Does the file read
-#    overlap matter on this machine?
-# 2. Replace the Pillow decode in `exp.Decode` with simplejpeg (section 1's registry) and re-run sections 2 and 3.
-#    Which loader gains more, and why?
-# 3. Add a pure-Python augmentation (a loop over a few thousand pixels) to the sample function. Predict from
-#    section 6's share how the thread loader and the DataLoader change, then measure.
+# Each one runs at the smoke scale in seconds, on the data and the knobs of this run. The solutions time their
+# loaders in turns (`measure.interleaved`), so a busy spell of the machine hits every contender alike.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Give the `ThreadLoader` as many threads as cores (`threads=cores`) instead of `n_threads`, and time
+# epochs of both in turns. Does overlapping file reads with decodes matter on this machine? Look at the
+# images/s: threads beyond the cores help only while some thread waits for the disk, and the files of a small
+# folder sit in the page cache. Whatever the thread count, the batches must be the same ones, in the same order.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex1_rates(thread_counts, rounds=3):
+    """Return {threads: images/s} of ThreadLoader epochs over `ds`, timed in turns."""
+    loaders = {k: ThreadLoader(ds, batch_size, threads=k) for k in thread_counts}
+    t = measure.interleaved({str(k): measure.drain(tl) for k, tl in loaders.items()}, repeat=rounds, warmup=1)
+    return {k: len(ds) / measure.median(t[str(k)]) for k in thread_counts}
+
+
+ex1 = ex1_rates((cores, n_threads))
+for ex1_k, ex1_rate in ex1.items():
+    print(f"{ex1_k} threads: {ex1_rate:.0f} img/s")
+print(f"{n_threads} threads over {cores}: {ex1[n_threads] / ex1[cores]:.2f}x")
+ex1_labels = [[y.tolist() for _, y in ThreadLoader(ds, batch_size, threads=k)] for k in (cores, n_threads)]
+assert ex1_labels[0] == ex1_labels[1], "the thread count changed the batches"
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** Swap Pillow's decoder for simplejpeg (section 1's registry) without touching the package: the
+# `ImageFolder` takes a `loader=` that turns a path into an RGB PIL image. Time the `ThreadLoader` and the
+# DataLoader with `n_workers` workers on both decoders. Which loader gains more from the faster decoder, and
+# why? Look at each loader's gain: a faster decode shrinks the part of a sample that runs without the GIL, so
+# the Python around it (file open, `Image.fromarray`, the transform's calls) weighs more for the threads. Check
+# too that the two decoders give the same pixels.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+from PIL import Image
+
+from fastloops_helpers.data.decoders import find_decoders
+from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader
+
+ex2_decode = find_decoders()[0].get("simplejpeg")
+
+
+def ex2_simplejpeg_loader(path):
+    """Decode a JPEG with simplejpeg; anything else (PNG, CMYK) with Pillow, as the default loader does."""
+    try:
+        with open(path, "rb") as f:
+            return Image.fromarray(ex2_decode(f.read()))
+    except Exception:
+        return pil_loader(path)
+
+
+def ex2_rates(datasets, rounds=3):
+    """Return {(decoder, loader): images/s} of a ThreadLoader and a DataLoader per dataset, timed in turns."""
+    loaders = {}
+    for name, d in datasets.items():
+        loaders[name, "ThreadLoader"] = ThreadLoader(d, batch_size, threads=n_threads)
+        loaders[name, "DataLoader"] = torch.utils.data.DataLoader(d, batch_size, num_workers=n_workers,
+                                                                  persistent_workers=True)
+    t = measure.interleaved({" ".join(k): measure.drain(v) for k, v in loaders.items()}, repeat=rounds, warmup=1)
+    return {k: len(ds) / measure.median(t[" ".join(k)]) for k in loaders}
+
+
+if ex2_decode is None:
+    print("skipped: simplejpeg is not installed here (pip install simplejpeg)")
+    ex2_same = True
+else:
+    ex2_sets = {"Pillow": ds,
+                "simplejpeg": ImageFolder(ds.root, transform=ds.transform, loader=ex2_simplejpeg_loader)}
+    ex2 = ex2_rates(ex2_sets)
+    for ex2_loader in ("ThreadLoader", "DataLoader"):
+        ex2_old, ex2_new = ex2["Pillow", ex2_loader], ex2["simplejpeg", ex2_loader]
+        print(f"{ex2_loader}: Pillow {ex2_old:.0f} img/s, simplejpeg {ex2_new:.0f} img/s: {ex2_new / ex2_old:.2f}x")
+    ex2_same = all(torch.equal(ds[i][0], ex2_sets["simplejpeg"][i][0]) for i in range(0, len(ds), 4))
+    print("same pixels from both decoders:", ex2_same)
+assert ex2_same, "simplejpeg and Pillow decoded different pixels"
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Add a pure-Python augmentation to the sample function: a loop that inverts the first tens of thousands
+# of pixel values of each image, one value at a time. Predict from section 6's GIL-holding share how the
+# `ThreadLoader` and the DataLoader change, then time both with and without it. Look at the ratio ThreadLoader /
+# DataLoader: the loop holds the GIL, so the threads run it one at a time while each worker process runs its
+# own. A wrapper class defined in a cell is fine here: threads never pickle it, and the DataLoader's workers are
+# forked (under forkserver or spawn it would have to live in a module).
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+class Ex3PythonAugment(torch.utils.data.Dataset):
+    """Wrap a dataset; invert the first `values` values of each image in a Python loop (it holds the GIL)."""
+
+    def __init__(self, ds, values):
+        self.ds, self.values = ds, values
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, index):
+        x, y = self.ds[index]
+        flat = x.contiguous().view(-1)
+        out = []
+        for v in flat[:self.values].tolist():
+            out.append(255 - v)
+        flat[:self.values] = torch.tensor(out, dtype=torch.uint8)
+        return flat.view(x.shape), y
+
+
+def ex3_rates(datasets, rounds=3):
+    """Return {(dataset, loader): images/s} of a ThreadLoader and a DataLoader per dataset, timed in turns."""
+    loaders = {}
+    for name, d in datasets.items():
+        loaders[name, "ThreadLoader"] = ThreadLoader(d, batch_size, threads=n_threads)
+        loaders[name, "DataLoader"] = torch.utils.data.DataLoader(d, batch_size, num_workers=n_workers,
+                                                                  persistent_workers=True)
+    t = measure.interleaved({" ".join(k): measure.drain(v) for k, v in loaders.items()}, repeat=rounds, warmup=1)
+    return {k: len(ds) / measure.median(t[" ".join(k)]) for k in loaders}
+
+
+ex3_aug = Ex3PythonAugment(ds, 20_000)
+print(f"section 6's GIL-holding share: {share:.2f}; the loop's share is close to 1")
+ex3 = ex3_rates({"plain": ds, "Python augmentation": ex3_aug})
+for ex3_name in ("plain", "Python augmentation"):
+    ex3_tl, ex3_dl = ex3[ex3_name, "ThreadLoader"], ex3[ex3_name, "DataLoader"]
+    print(f"{ex3_name}: ThreadLoader {ex3_tl:.0f} img/s, DataLoader ({n_workers} workers) {ex3_dl:.0f} img/s, "
+          f"ratio {ex3_tl / ex3_dl:.2f}")
+ex3_x, ex3_y = ex3_aug[3]
+assert ex3_y == ds[3][1] and torch.equal(ex3_x.flatten()[:20_000], 255 - ds[3][0].flatten()[:20_000])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** The set-up cell gave torch one intra-op thread, as the DataLoader does in each of its workers. Give it
+# `cores` threads again and time the `ThreadLoader` in turns with one and with `cores` intra-op threads. What
+# changes, and why? Look at the images/s: each loader thread that calls a torch op (the transform's tensor
+# conversion and crop, the collate) may start its own team of OpenMP threads, which spin while they wait for
+# work, so `n_threads` teams fight over `cores` cores. The solution restores one thread when it is done.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex4_rates(intra_op_counts, rounds=3):
+    """Return {intra-op threads: images/s} of one ThreadLoader over `ds`, the thread counts timed in turns."""
+    epoch = measure.drain(ThreadLoader(ds, batch_size, threads=n_threads))
+
+    def with_threads(n):
+        def one_epoch():
+            torch.set_num_threads(n)
+            return epoch()
+        return one_epoch
+
+    before = torch.get_num_threads()
+    try:
+        t = measure.interleaved({str(n): with_threads(n) for n in intra_op_counts}, repeat=rounds, warmup=1)
+    finally:
+        torch.set_num_threads(before)
+    return {n: len(ds) / measure.median(t[str(n)]) for n in intra_op_counts}
+
+
+ex4 = ex4_rates((1, cores))
+for ex4_n, ex4_rate in ex4.items():
+    print(f"ThreadLoader ({n_threads} threads), torch with {ex4_n} intra-op threads: {ex4_rate:.0f} img/s")
+print(f"{cores} intra-op threads over 1: {ex4[cores] / ex4[1]:.2f}x")
+assert torch.get_num_threads() == 1, "the solution left torch's thread count changed"

@@ -135,3 +135,17 @@ def test_default_prefetch_keeps_every_thread_busy_with_two_batches_at_least():
     assert ThreadLoader(range(100), 32, threads=4).prefetch == 2  # 64 samples queued for 4 threads
     assert ThreadLoader(range(100), 1, threads=4).prefetch == 8   # one-sample batches: 2 per thread
     assert ThreadLoader(range(100), 3, threads=4).prefetch == 3
+
+
+def test_configurations_use_the_threads_and_workers_they_are_given():
+    """The notebook's `n_threads` and `n_workers` reach every pipeline: nothing re-reads the sizes table."""
+    from fastloops_helpers.experiments import threads as exp
+
+    configs = exp.configurations(Rows(12), 4, threads=3, workers=1)
+    assert [n for n in configs if n.startswith("DataLoader")] == ["DataLoader, 0 workers (fork)",
+                                                                 "DataLoader, 1 workers (fork)"]
+    assert configs["DataLoader, 1 workers (fork)"]().num_workers == 1
+    tl = configs["ThreadLoader, 3 threads"]()
+    assert tl.threads == 3 and [b.tolist() for b in tl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert all("3 threads" in n or "1 processes" in n for n in configs
+               if n.startswith(("SPDL", "torchdata")))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One idempotent set-up for `make test`, `make reproduce`, `make notebooks` and `make lab`.
-# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders,lab,docs,jax,threads)
+# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders,lab,docs,jax,threads,stream,lint)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${1:-python3}
@@ -66,7 +66,7 @@ fi
 LOG=$VENV/pip.log
 pip_install() { "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" >"$LOG" 2>&1; }
 say "installing Python packages into $VENV (Python $PYVER; first time about 5 min)"
-if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads${EXTRA:+,$EXTRA}]"; then
+if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads,stream,lint${EXTRA:+,$EXTRA}]"; then
   grep -v "^WARNING: Location" "$LOG" | tail -30; say "ERROR: pip install failed (log: $LOG)"; exit 1
 fi
 if have_syslibs && ! "$PY" -c 'import ffcv' 2>/dev/null; then

@@ -38,8 +38,8 @@ def stale(notebooks: list[Path]) -> list[Path]:
     out = [twin_path(nb) for nb in notebooks
            if not twin_path(nb).is_file() or twin_path(nb).read_text(encoding="utf-8") != text(nb)]
     folders = {nb.parent for nb in notebooks}
-    stems = {nb.stem for nb in notebooks}
-    out += [p for f in folders for p in sorted((f / FOLDER).glob("*.py")) if p.stem not in stems]
+    # an orphan is a twin whose notebook is gone, not one of a notebook left off the command line
+    out += [p for f in folders for p in sorted((f / FOLDER).glob("*.py")) if not (f / (p.stem + ".ipynb")).is_file()]
     return out
 
 

@@ -9,22 +9,21 @@ Explained in notebooks/03_custom_loader.ipynb.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any
 
-import numpy as np
 import torch
 
 from ..measure.clock import Timer
 from . import rows
-from .order import epoch_order, shard, shard_size
+from .order import EpochOrder, Sampled
 
 CHUNK_BYTES = 2**19  # rows gathered per call: bigger amortises the call; 512 KiB stays in L2 (measured best)
 PROBE = 6  # chunks the "measure" gather times at the start of an epoch (alternating the candidates)
 CLEAR_WIN = 3.0  # a candidate this many times slower than the other after one chunk each is not tried again
 
 
-class BatchLoader:
+class BatchLoader(Sampled):
     """Iterate over `data` in batches of rows, with DataLoader's and DistributedSampler's sampling rules.
 
     Explained in notebooks/03_custom_loader.ipynb.
@@ -65,52 +64,30 @@ class BatchLoader:
                  seed: int | None = None, generator: torch.Generator | None = None, rank: int = 0,
                  world_size: int = 1, group_size: int | None = None,
                  transform: Callable[[Any], Any] | None = None) -> None:
-        _check_options(batch_size, shuffle, rank, world_size, group_size)
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be a function of a batch (or None), got a {type(transform).__name__}")
         self.batched_dataset = _is_getitems_dataset(data)
         self.data = data if self.batched_dataset else rows.to_tensors(data)
         self.num_rows = len(data) if self.batched_dataset else rows.num_rows(self.data)
         self.device = torch.device("cpu") if self.batched_dataset else rows.device_of(self.data)
-        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
-        self.rank, self.world_size, self.group_size = rank, world_size, group_size
-        self.seed = _initial_seed(seed, generator, world_size)
+        seed = _initial_seed(seed, generator, world_size)
+        self.sampler = EpochOrder(self.num_rows, batch_size, shuffle, drop_last, seed, rank, world_size, group_size,
+                                  self.device)
         self.transform = transform
-        self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose order the next iteration uses."""
-        self.epoch = int(epoch)
-
-    def num_samples(self) -> int:
-        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
-        return shard_size(self.num_rows, self.world_size, self.drop_last)
-
-    def __len__(self) -> int:
-        n = self.num_samples()
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-    def indices(self, epoch: int | None = None) -> torch.Tensor:
-        """Return this rank's index order for `epoch` (default: the current one), before batching."""
-        epoch = self.epoch if epoch is None else epoch
-        order = epoch_order(self.num_rows, self.shuffle, self.seed, epoch, self.device, self.group_size)
-        return shard(order, self.rank, self.world_size, self.drop_last)
 
     def __iter__(self) -> Iterator[Any]:
         batches = self._batches()
         return batches if self.transform is None else map(self.transform, batches)
 
     def _batches(self) -> Iterator[Any]:
-        order = self.indices()
-        self.epoch += 1
-        used = len(self) * self.batch_size if self.drop_last else len(order)
-        if used == 0:  # torch's split would yield one empty batch
+        _, order = self.sampler.next_epoch()
+        if len(order) == 0:  # torch's split would yield one empty batch
             return iter(())
         if self.batched_dataset:
-            return self._iter_dataset(order[:used])
+            return self._iter_dataset(order)
         if self.shuffle is False and self.world_size == 1:
-            return self._iter_views(used)
-        return self._iter_gathered(order[:used])
+            return self._iter_views(len(order))
+        return self._iter_gathered(order)
 
     def _iter_dataset(self, order: torch.Tensor) -> Iterator[Any]:
         for batch in order.split(self.batch_size):
@@ -149,20 +126,6 @@ class BatchLoader:
                 f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
                 f"device={self.device}, batches={len(self)}"
                 + (f", transform={getattr(self.transform, '__name__', type(self.transform).__name__)})" if self.transform else ")"))
-
-
-def _check_options(batch_size: int, shuffle: bool | str, rank: int, world_size: int,
-                   group_size: int | None) -> None:
-    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
-    if shuffle not in (False, True, "grouped"):
-        raise ValueError(f"shuffle must be False, True or 'grouped', got {shuffle!r}")
-    if world_size < 1:
-        raise ValueError(f"world_size must be >= 1, got {world_size}")
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, world_size={world_size}), got rank={rank}")
-    if group_size is not None and group_size < 1:
-        raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
 
 
 def _is_getitems_dataset(data: Any) -> bool:

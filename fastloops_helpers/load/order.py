@@ -1,6 +1,8 @@
 """Epoch orders: a reproducible permutation per (seed, epoch), grouped permutations, DistributedSampler's shards.
 
-Explained in notebooks/03_custom_loader.ipynb and notebooks/04_fast_shuffle.ipynb.
+`EpochOrder` holds one loader's sampling (epoch, seed, shuffle, drop_last, rank and world size); `BatchLoader`
+and `ThreadLoader` both hold one, so they sample alike. Explained in notebooks/03_custom_loader.ipynb and
+notebooks/04_fast_shuffle.ipynb.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+import numpy as np
 import torch
 
 VARIANTS = 16  # distinct inner shuffles shared by the groups: more is more random, costs variants * group_size draws
@@ -136,3 +139,103 @@ def shard(order: torch.Tensor, rank: int, world_size: int, drop_last: bool) -> t
         repeats = math.ceil(total / len(order))
         order = order.repeat(repeats)
     return order[rank:total:world_size]
+
+
+def check_sampling(batch_size: int, shuffle: bool | str, rank: int, world_size: int, group_size: int | None) -> None:
+    """Raise a ValueError naming the bad sampling option, if any."""
+    if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+        raise ValueError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    if shuffle not in (False, True, "grouped"):
+        raise ValueError(f"shuffle must be False, True or 'grouped', got {shuffle!r}")
+    if world_size < 1:
+        raise ValueError(f"world_size must be >= 1, got {world_size}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be in [0, world_size={world_size}), got rank={rank}")
+    if group_size is not None and group_size < 1:
+        raise ValueError(f"group_size must be >= 1 (or None for the default), got {group_size}")
+
+
+class EpochOrder:
+    """One rank's index order per epoch, with DataLoader's and DistributedSampler's rules; loaders hold one.
+
+    The order of epoch ``e`` depends only on (seed, e); `next_epoch` hands out the current epoch's indices and
+    moves on, `set_epoch` chooses the epoch (as with DistributedSampler). `shuffle` is False, True or "grouped"
+    (`grouped_permutation`, `group_size` indices per group); the order is made on `device`.
+    Explained in notebooks/03_custom_loader.ipynb.
+    """
+
+    def __init__(self, num_rows: int, batch_size: int, shuffle: bool | str = False, drop_last: bool = False,
+                 seed: int = 0, rank: int = 0, world_size: int = 1, group_size: int | None = None,
+                 device: torch.device | str = "cpu") -> None:
+        check_sampling(batch_size, shuffle, rank, world_size, group_size)
+        self.num_rows, self.batch_size, self.shuffle, self.drop_last = num_rows, batch_size, shuffle, drop_last
+        self.seed, self.rank, self.world_size, self.group_size = int(seed), rank, world_size, group_size
+        self.device = torch.device(device)
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration uses."""
+        self.epoch = int(epoch)
+
+    def num_samples(self) -> int:
+        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
+        return shard_size(self.num_rows, self.world_size, self.drop_last)
+
+    def __len__(self) -> int:
+        """Return the batches per epoch: the last short one counts unless `drop_last`."""
+        n = self.num_samples()
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    def indices(self, epoch: int | None = None) -> torch.Tensor:
+        """Return this rank's index order for `epoch` (default: the current one), before batching."""
+        epoch = self.epoch if epoch is None else epoch
+        order = epoch_order(self.num_rows, self.shuffle, self.seed, epoch, self.device, self.group_size)
+        return shard(order, self.rank, self.world_size, self.drop_last)
+
+    def next_epoch(self) -> tuple[int, torch.Tensor]:
+        """Return (the current epoch, the indices its batches use: no short tail with drop_last); move to the next."""
+        epoch, order = self.epoch, self.indices()
+        self.epoch += 1
+        return epoch, order[:len(self) * self.batch_size]
+
+    def __repr__(self) -> str:
+        return (f"EpochOrder(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
+                f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, epoch={self.epoch})")
+
+
+class Sampled:
+    """What a loader that holds an `EpochOrder` as `self.sampler` answers about its sampling, read from it."""
+
+    sampler: EpochOrder
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order the next iteration uses."""
+        self.sampler.set_epoch(epoch)
+
+    def num_samples(self) -> int:
+        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
+        return self.sampler.num_samples()
+
+    def __len__(self) -> int:
+        return len(self.sampler)
+
+    def indices(self, epoch: int | None = None) -> torch.Tensor:
+        """Return this rank's index order for `epoch` (default: the current one), before batching."""
+        return self.sampler.indices(epoch)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch whose order the next iteration uses."""
+        return self.sampler.epoch
+
+    @epoch.setter
+    def epoch(self, epoch: int) -> None:
+        self.sampler.set_epoch(epoch)
+
+    batch_size = property(lambda self: self.sampler.batch_size, doc="Indices per batch.")
+    shuffle = property(lambda self: self.sampler.shuffle, doc="False, True or 'grouped'.")
+    drop_last = property(lambda self: self.sampler.drop_last, doc="Whether the short last batch is dropped.")
+    seed = property(lambda self: self.sampler.seed, doc="The seed of every epoch's order.")
+    rank = property(lambda self: self.sampler.rank, doc="This process's shard.")
+    world_size = property(lambda self: self.sampler.world_size, doc="How many shards.")
+    group_size = property(lambda self: self.sampler.group_size, doc="Indices per group with shuffle='grouped'.")

@@ -1,4 +1,4 @@
-"""A thread loader: BatchLoader's epoch order and sharding, the per-sample work on a thread pool of this process.
+"""A thread loader: BatchLoader's sampling (one `EpochOrder`), the per-sample work on a thread pool of this process.
 
 Explained in notebooks/14_threads_or_processes.ipynb.
 """
@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
-from .order import _mix, epoch_order, shard, shard_size
+from .order import EpochOrder, Sampled, _mix
 
 
 def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
@@ -24,7 +24,7 @@ def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
     return torch.Generator().manual_seed(_mix(_mix(seed, epoch), index))
 
 
-class ThreadLoader:
+class ThreadLoader(Sampled):
     """Load batches by running the dataset's ``__getitem__`` on a pool of threads in this process.
 
     Parameters
@@ -40,7 +40,7 @@ class ThreadLoader:
     threads
         Worker threads. Decoders that release the GIL (Pillow, simplejpeg, PyTurboJPEG) run in parallel.
     shuffle
-        False (in order) or True (a permutation per epoch that depends only on (seed, epoch)).
+        False (in order), True (a permutation per epoch that depends only on (seed, epoch)) or "grouped".
     seed
         The seed of the epoch orders and of the per-sample generators (default 0).
     drop_last
@@ -57,49 +57,26 @@ class ThreadLoader:
     Batches come out in order. An exception in a worker is raised in the main thread as a ``RuntimeError``
     naming the sample index. Leaving the loop (``break``), ``close()`` or garbage collection cancels the
     queued samples and joins the threads. Each iteration moves to the next epoch; ``set_epoch(e)`` chooses it.
+    The sampling is ``BatchLoader``'s: both hold an ``order.EpochOrder`` as ``sampler``.
     Explained in notebooks/14_threads_or_processes.ipynb.
     """
 
-    def __init__(self, dataset: Any, batch_size: int = 1, *, threads: int = 4, shuffle: bool = False,
+    def __init__(self, dataset: Any, batch_size: int = 1, *, threads: int = 4, shuffle: bool | str = False,
                  seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
                  collate: Callable[[list[Any]], Any] = default_collate, prefetch: int | None = None) -> None:
-        if batch_size < 1 or threads < 1:
-            raise ValueError(f"batch_size and threads must be >= 1, got batch_size={batch_size}, threads={threads}")
-        if not 0 <= rank < world_size:
-            raise ValueError(f"rank must be in [0, world_size={world_size}), got rank={rank}")
-        self.dataset, self.batch_size, self.threads = dataset, batch_size, threads
-        self.shuffle, self.seed, self.drop_last = shuffle, int(seed), drop_last
-        self.rank, self.world_size, self.collate = rank, world_size, collate
+        if threads < 1:
+            raise ValueError(f"threads must be >= 1, got threads={threads}")
+        self.sampler = EpochOrder(len(dataset), batch_size, shuffle, drop_last, seed, rank, world_size)
+        self.dataset, self.threads, self.collate = dataset, threads, collate
         self.prefetch = max(2, math.ceil(2 * threads / batch_size)) if prefetch is None else prefetch
         if self.prefetch < 1:
             raise ValueError(f"prefetch must be >= 1 batch, got {self.prefetch}")
-        self.epoch = 0
         self._takes_generator = _takes_generator(dataset)
         self._live: weakref.WeakSet[Any] = weakref.WeakSet()
 
-    def set_epoch(self, epoch: int) -> None:
-        """Choose the epoch whose order the next iteration uses."""
-        self.epoch = int(epoch)
-
-    def num_samples(self) -> int:
-        """Return how many indices this rank gets per epoch (DistributedSampler's rule)."""
-        return shard_size(len(self.dataset), self.world_size, self.drop_last)
-
-    def __len__(self) -> int:
-        n = self.num_samples()
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
-
-    def indices(self, epoch: int | None = None) -> torch.Tensor:
-        """Return this rank's index order for `epoch` (default: the current one), before batching."""
-        epoch = self.epoch if epoch is None else epoch
-        order = epoch_order(len(self.dataset), self.shuffle, self.seed, epoch)
-        return shard(order, self.rank, self.world_size, self.drop_last)
-
     def __iter__(self) -> Iterator[Any]:
-        epoch, order = self.epoch, self.indices()
-        self.epoch += 1
-        used = len(self) * self.batch_size
-        it = self._run(epoch, order[:used].tolist())
+        epoch, order = self.sampler.next_epoch()
+        it = self._run(epoch, order.tolist())
         self._live.add(it)
         return it
 
@@ -128,13 +105,15 @@ class ThreadLoader:
         starts = iter(range(0, len(order), self.batch_size))
         try:
             while True:
+                # keep `prefetch` batches in flight: one future per sample, any free thread runs it
                 while len(pending) < self.prefetch and (start := next(starts, None)) is not None:
                     chunk = order[start:start + self.batch_size]
                     pending.append([pool.submit(self._load, epoch, i) for i in chunk])
                 if not pending:
                     return
+                # wait for the oldest batch's samples (in order), collate them here, in the main thread
                 yield self.collate([f.result() for f in pending.popleft()])
-        finally:
+        finally:  # a break, close() or an error: drop the queued samples, join the threads
             for futures in pending:
                 for f in futures:
                     f.cancel()

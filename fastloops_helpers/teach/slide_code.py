@@ -1,55 +1,87 @@
-"""The slides' own code, kept to be compared with the helpers: the FastDataloader, the pure-Python and numpy
-loops, the slide's `move_to` (fixed) and its nested `xs`.
+"""The slides' own code, kept to be compared with the helpers: the four opening loops (pure Python, DataLoader,
+tf.data, numpy), the custom FastDataloader, the slide's `move_to` (fixed) and its nested `xs`.
 
-Teaching replicas: the production versions are `load.BatchLoader` and `load.devices.move_to`.
-Explained in notebooks/01_the_question.ipynb, 03_custom_loader.ipynb and 06_device_moves.ipynb.
+Teaching replicas: the production versions are `load.BatchLoader` and `load.move.move_to`. Notebooks 01 and 03
+show this code in `#@save` cells. Explained in notebooks/01_the_question.ipynb, 03_custom_loader.ipynb and
+06_device_moves.ipynb.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import torch
+from torch.utils.data import DataLoader
 
 
-class SlideLoader:
-    """The slide's FastDataloader: one `randperm` per epoch, then `data[indices]` for each slice of it.
-
-    Explained in notebooks/03_custom_loader.ipynb.
-    """
-
-    def __init__(self, dataset: Any, batch_size: int, shuffle: bool = True) -> None:
-        self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
-
-    def __iter__(self) -> Iterator[Any]:
-        n = len(self.data)
-        order = torch.randperm(n) if self.shuffle else torch.arange(n)
-        for start in range(0, n, self.batch_size):
-            yield self.data[order[start:start + self.batch_size]]
-
-
-def python_epoch(n: int, batch_size: int) -> Callable[[], None]:
-    """Return one epoch of the slide's pure-Python loop: `random.sample` of a list, then slices."""
+def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
+    """Return one epoch of the slide's pure-Python loop (`random.sample` of a list, then slices); it counts batches."""
     dataset = list(range(n))
 
-    def epoch() -> None:
+    def epoch() -> int:
+        batches = 0
         order = random.sample(dataset, k=len(dataset))
         for start in range(0, len(order), batch_size):
             order[start:start + batch_size]
+            batches += 1
+        return batches
     return epoch
 
 
-def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], None]:
-    """Return one epoch of the slide's numpy loop: `permutation`, `reshape(-1, batch_size)`, iterate rows."""
+def slide_dataloader(n: int, batch_size: int, num_workers: int) -> DataLoader:
+    """Return the slide's DataLoader over `torch.arange(n)`; with workers, prefetch_factor=16 and persistent."""
+    extra = dict(prefetch_factor=16, persistent_workers=True) if num_workers else {}
+    return DataLoader(torch.arange(n), batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      pin_memory=torch.cuda.is_available(), **extra)
+
+
+def tf_data_pipeline(n: int, batch_size: int) -> Any:
+    """Return the slide's tf.data pipeline (shuffle buffer of n, batch, prefetch), or None without TensorFlow."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    dataset = tf.data.Dataset.range(n)
+    return (dataset.shuffle(buffer_size=dataset.cardinality(), reshuffle_each_iteration=True)
+            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+
+
+def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
+    """Return one epoch of the slide's numpy loop (`permutation`, `reshape(-1, batch_size)`); it counts batches."""
     dataset, rng = np.arange(n), np.random.default_rng(seed)
 
-    def epoch() -> None:
+    def epoch() -> int:
+        batches = 0
         for _ in rng.permutation(dataset).reshape(-1, batch_size):
-            pass
+            batches += 1
+        return batches
     return epoch
+
+
+class FastDataloader:
+    """The slide's custom loader: one permutation per epoch, then `data[indices]` for each slice of it.
+
+    Written as on the slide (iterator protocol, no type hints). Explained in notebooks/03_custom_loader.ipynb.
+    """
+
+    def __init__(self, dataset, batch_size, shuffle=True):
+        self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
+
+    def __iter__(self):
+        n = len(self.data)
+        self.order = torch.randperm(n) if self.shuffle else torch.arange(n)
+        self.cursor = 0
+        return self
+
+    def __next__(self):
+        if self.cursor >= len(self.data):
+            raise StopIteration
+        batch = self.order[self.cursor:self.cursor + self.batch_size]
+        self.cursor += self.batch_size
+        return self.data[batch]
 
 
 def slide_move_to(obj: Any, device: torch.device | str) -> Any:

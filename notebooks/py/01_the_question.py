@@ -6,36 +6,40 @@
 # | **Question** | Which is the fastest way to iterate over E epochs x N samples in batches of 300: pure Python, a PyTorch DataLoader with workers, tf.data, or numpy? |
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
-# | **Run time** | <!-- run-time --> workshop ~29 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~52 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops
 # do nothing with the batches: only the *loop* is timed (shuffle, cut into batches, hand each batch over).
 # Whatever a loop costs here, it costs on top of every training step. We time each loop per epoch, add three
 # more (DataLoader without workers, DataLoader over a `__getitems__` Dataset, the slide's own custom loader) and
-# the helpers' `BatchLoader`, and answer the question with a table.
-# The figures are computed by `experiments.loops.run()`, the same function `python -m fastloops_helpers.book.bench loops`
-# calls, so this notebook and the benchmark report one measurement.
+# the helpers' `BatchLoader`, and answer the question with a table. Every loop is on screen before it is timed.
+# The figures are computed by `experiments.loops.measure_loops(...)`, called with this notebook's defaults; the
+# benchmark `python -m fastloops_helpers.book.bench loops` calls the same function with the scale's sizes, so this
+# notebook and the benchmark report one measurement.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
 import os
+import random
 
 import numpy as np
-import pandas as pd
 import torch
+from torch.utils.data import DataLoader, Dataset
 
-from fastloops_helpers import config, measure
-from fastloops_helpers.measure import plots
+from fastloops_helpers import BatchLoader, config, measure
 from fastloops_helpers.experiments import loops
+from fastloops_helpers.measure import plots
 
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
 num_samples = config.size("loops.samples")        # the slide: 300,000; smaller runs faster, same ranking
-batch_size = config.size("loops.batch_size")       # the slide's 300
-num_rounds = config.size("loops.rounds")           # interleaved rounds of the vectorised loops (the slide: 1000 epochs)
-slow_rounds = config.size("loops.worker_epochs")   # rounds of the slower loops (up to seconds each)
-num_workers = loops.workers()                      # the slide's 10, capped by the cores here
+batch_size = config.size("loops.batch_size")       # the slide's 300: smaller means more per-batch work per epoch
+num_rounds = config.size("loops.rounds")           # rounds of the vectorised loops: more, steadier (the slide: 1000)
+slow_rounds = config.size("loops.worker_epochs")   # rounds of the slower loops (up to seconds each): more, slower
+num_workers = loops.workers()                      # the slide's 10, capped by the cores here; 0 drops that loop
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print(f"{num_samples:,} samples, batch {batch_size}, {num_samples // batch_size:,} batches per epoch, "
@@ -63,24 +67,209 @@ print(f"{num_samples:,} samples, batch {batch_size}, {num_samples // batch_size:
 # these predictions beside the measured times.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## The four loops of the slide
+#
+# Each loop is written as a function that makes *one epoch* and returns how many batches it handed over, so that
+# the harness can time epochs. The code is the slide's; the package keeps the same code in
+# `fastloops_helpers.teach.slide_code` (a test checks that cell and package agree), for the benchmark and
+# for notebook 03. Pure Python: `random.sample` shuffles a list of ints, then slices of it are the batches.
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_code
+def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
+    """Return one epoch of the slide's pure-Python loop (`random.sample` of a list, then slices); it counts batches."""
+    dataset = list(range(n))
+
+    def epoch() -> int:
+        batches = 0
+        order = random.sample(dataset, k=len(dataset))
+        for start in range(0, len(order), batch_size):
+            order[start:start + batch_size]
+            batches += 1
+        return batches
+    return epoch
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# PyTorch: a `DataLoader` over `torch.arange(n)` with `shuffle=True`. It samples one index at a time, fetches one
+# 0-d tensor per index and collates `batch_size` of them. The slide adds 10 workers, `prefetch_factor=16`,
+# persistent workers and pinned memory (pinned only where CUDA exists here).
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_code
+def slide_dataloader(n: int, batch_size: int, num_workers: int) -> DataLoader:
+    """Return the slide's DataLoader over `torch.arange(n)`; with workers, prefetch_factor=16 and persistent."""
+    extra = dict(prefetch_factor=16, persistent_workers=True) if num_workers else {}
+    return DataLoader(torch.arange(n), batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                      pin_memory=torch.cuda.is_available(), **extra)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# TensorFlow: `tf.data` with a shuffle buffer as large as the data set, reshuffled every epoch, then `batch` and
+# `prefetch(AUTOTUNE)`. TensorFlow is optional here (the `tf` extra); without it the loop is skipped.
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.slide_code
+def tf_data_pipeline(n: int, batch_size: int) -> Any:
+    """Return the slide's tf.data pipeline (shuffle buffer of n, batch, prefetch), or None without TensorFlow."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        return None
+    dataset = tf.data.Dataset.range(n)
+    return (dataset.shuffle(buffer_size=dataset.cardinality(), reshuffle_each_iteration=True)
+            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# numpy: one `permutation` of the whole index, `reshape(-1, batch_size)`, and each row is a batch (so `n` must be a
+# multiple of `batch_size`, as on the slide).
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.slide_code
+def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
+    """Return one epoch of the slide's numpy loop (`permutation`, `reshape(-1, batch_size)`); it counts batches."""
+    dataset, rng = np.arange(n), np.random.default_rng(seed)
+
+    def epoch() -> int:
+        batches = 0
+        for _ in rng.permutation(dataset).reshape(-1, batch_size):
+            batches += 1
+        return batches
+    return epoch
+
+# %% slideshow={"slide_type": "-"}
+print("batches per epoch of 3,000 indices in batches of 300:", python_epoch(3000, 300)(), numpy_epoch(3000, 300)(),
+      measure.drain(slide_dataloader(3000, 300, 0))())
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## Four more loops
+#
+# - **DataLoader without workers** (`dataloader_nw0`): `slide_dataloader(n, batch_size, 0)`, the per-sample
+#   protocol alone, without the transport between processes.
+# - **DataLoader over a `__getitems__` Dataset** (`dataloader_getitems`, notebook 02): the Dataset fetches a whole
+#   batch with one call, and `collate_batch` passes it on unchanged. A Dataset may run in worker processes, which
+#   import it, so it lives in the package; the cell shows the package's code.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.getitems
+# Datasets run in DataLoader worker processes, which must import them from the package
+class RowDataset(Dataset):
+    """The slide's per-sample Dataset: `__getitem__` returns one row of `data` (tensor, array or dict of them)."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = rows.to_tensors(data)
+        self.length = rows.num_rows(self.data)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: Any) -> Any:
+        return _index(self.data, index)
+
+
+class GetItemsMixin:
+    """Give a Dataset whose `__getitem__` accepts an index tensor a batched `__getitems__`."""
+
+    def __getitems__(self, indices: Sequence[int]) -> Any:
+        return self[torch.as_tensor(indices)]
+
+
+class BatchRowDataset(GetItemsMixin, RowDataset):
+    """`RowDataset` that fetches a whole batch with one `__getitems__` call."""
+
+
+def collate_batch(batch: Any) -> Any:
+    """Return an already-batched `__getitems__` result unchanged (DataLoader's collate_fn)."""
+    return batch
+
+# %% slideshow={"slide_type": "subslide"}
+from fastloops_helpers.load.getitems import BatchRowDataset, collate_batch  # the package's, which workers import
+
+getitems_batch = next(iter(DataLoader(BatchRowDataset(torch.arange(10)), batch_size=4, collate_fn=collate_batch)))
+print("one __getitems__ call per batch:", getitems_batch.tolist())
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# - **The slide's custom loader** (`slide_fast_dataloader`, notebook 03): one `randperm` per epoch, then
+#   `data[indices]` for each slice of it.
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_code
+class FastDataloader:
+    """The slide's custom loader: one permutation per epoch, then `data[indices]` for each slice of it."""
+
+    def __init__(self, dataset, batch_size, shuffle=True):
+        self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
+
+    def __iter__(self):
+        n = len(self.data)
+        self.order = torch.randperm(n) if self.shuffle else torch.arange(n)
+        self.cursor = 0
+        return self
+
+    def __next__(self):
+        if self.cursor >= len(self.data):
+            raise StopIteration
+        batch = self.order[self.cursor:self.cursor + self.batch_size]
+        self.cursor += self.batch_size
+        return self.data[batch]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# - **The helpers' `BatchLoader`** (`helpers`, notebook 03): an epoch takes this epoch's order from its sampler
+#   (one shuffle of 32-bit indices), then gathers many batches per call and cuts them into batches. Its epoch, as
+#   the package has it (notebook 03 shows the gather):
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.batch_loader.BatchLoader
+# two methods of the class imported above
+def __iter__(self) -> Iterator[Any]:
+    batches = self._batches()
+    return batches if self.transform is None else map(self.transform, batches)
+
+
+def _batches(self) -> Iterator[Any]:
+    _, order = self.sampler.next_epoch()
+    if len(order) == 0:  # torch's split would yield one empty batch
+        return iter(())
+    if self.batched_dataset:
+        return self._iter_dataset(order)
+    if self.shuffle is False and self.world_size == 1:
+        return self._iter_views(len(order))
+    return self._iter_gathered(order)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Measure every loop, tf.data included
 #
-# `experiments.loops` holds each loop as a one-epoch function written as on the slides (`python`, `numpy`,
-# `dataloader_workers` with `prefetch_factor=16` and `persistent_workers=True`), plus `dataloader_nw0` (no
-# workers), `dataloader_getitems` (a Dataset with `__getitems__`, notebook 02), `slide_fast_dataloader` (the
-# slide's custom loader, notebook 03), `helpers` (`BatchLoader`, notebook 03) and, when TensorFlow is installed
-# (the `tf` extra), `tf_data`: the slide's pipeline, a shuffle buffer as large as the data set, reshuffled every
-# epoch, then `batch(300)` and `prefetch(AUTOTUNE)`.
-#
-# `loops.run()` times them with the one harness (`measure.interleaved`): every loop gets an untimed warm-up
-# epoch (which also starts the persistent workers), then rounds of one epoch of each loop in a new random order,
-# so that a noisy neighbour slows them all alike and no loop always follows the same one. The close contenders
-# (numpy, the helpers, the slide's loader: a few ms each) are timed in their own group and get more rounds;
-# `helpers_over_numpy` is the median over rounds of the per-round ratio. TensorFlow runs last, so that its
-# thread pools never run beside the other loops (its start-up log lines go to the terminal, not here).
+# `loops.slide_loops` builds one epoch function of each loop from the code above (the package's copies of it), with
+# this notebook's `num_samples`, `batch_size` and `num_workers`:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.loops
+# what `measure_loops` times: the loops above, built with the notebook's defaults
+def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True) -> dict[str, Callable[[], int]]:
+    """Return {name: one epoch, returning its batch count} for every loop notebook 01 times."""
+    x = torch.arange(n)
+    found = {"python": python_epoch(n, batch_size), "numpy": numpy_epoch(n, batch_size)}
+    if num_workers:
+        found["dataloader_workers"] = measure.drain(slide_dataloader(n, batch_size, num_workers))
+    pipeline = tf_data_pipeline(n, batch_size) if with_tf else None
+    if pipeline is not None:
+        found["tf_data"] = measure.drain(pipeline)
+    found["dataloader_nw0"] = measure.drain(slide_dataloader(n, batch_size, 0))
+    getitems = DataLoader(BatchRowDataset(x), batch_size=batch_size, shuffle=True, collate_fn=collate_batch)
+    found["dataloader_getitems"] = measure.drain(getitems)
+    found["slide_fast_dataloader"] = measure.drain(FastDataloader(x, batch_size))
+    found["helpers"] = measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))
+    return found
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds)` times them with the one
+# harness (`measure.interleaved`): every loop gets an untimed warm-up epoch (which also starts the persistent
+# workers and counts the batches), then rounds of one epoch of each loop in a new random order, so that a noisy
+# neighbour slows them all alike and no loop always follows the same one. The close contenders (numpy, the
+# helpers, the slide's loader: a few ms each) are timed in their own group over `num_rounds`; the others over
+# `slow_rounds`. `helpers_over_numpy` is the median over rounds of the per-round ratio. TensorFlow runs last, so
+# that its thread pools never run beside the other loops (its start-up log lines go to the terminal, not here).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-result = loops.run()
+result = loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds)
 seconds_per_epoch = {r["loop"]: r["ms_per_epoch"] / 1e3 for r in result.rows}
 for name, seconds in seconds_per_epoch.items():
     measure.show(f"{name} (median epoch)", seconds)
@@ -106,11 +295,12 @@ fig = plots.bars(table, "ms_per_epoch", "loop", baseline=table["loop"].iloc[0], 
 plots.save(fig, "01_the_question-loops")
 ms = dict(zip(table["loop"], table["ms_per_epoch"]))
 print(f"fastest here: {table['loop'].iloc[0]}; numpy is {ms['dataloader_nw0'] / ms['numpy']:.0f}x faster than "
-      f"DataLoader without workers and {ms['dataloader_workers'] / ms['numpy']:.0f}x faster than with {num_workers}")
+      f"DataLoader without workers", end="")
+print(f" and {ms['dataloader_workers'] / ms['numpy']:.0f}x faster than with {num_workers}" if num_workers else "")
 print(f"BatchLoader / numpy (median of per-round ratios): {result.figures['helpers_over_numpy']:.2f}; "
       f"DataLoader (no workers) / BatchLoader: {result.figures['dataloader_nw0_over_helpers']:.0f}")
-print(f"1000 epochs of this size would take: numpy {ms['numpy']:.0f} s, DataLoader with workers "
-      f"{ms['dataloader_workers'] / 60:.0f} min")
+print(f"1000 epochs of this size would take: numpy {ms['numpy']:.1f} s, DataLoader without workers "
+      f"{ms['dataloader_nw0'] / 60:.0f} min")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 per_sample_ns = {loop: ms[loop] * 1e6 / num_samples for loop in ms}
@@ -159,7 +349,7 @@ if "tf_data" in ms:
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 for key in ("dataloader_nw0_over_numpy", "dataloader_workers_over_numpy", "dataloader_nw0_over_helpers",
             "helpers_over_numpy"):
-    print(f"{key} = {result.figures[key]:.3g}")
+    print(f"{key} = {result.figures.get(key, float('nan')):.3g}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
@@ -188,10 +378,65 @@ print("saved", measure.save_results("01_the_question", result.figures, result.ro
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Time `loops.dataloader(num_samples, batch_size, w)` for `w = 0, 1, 2, 4` with
-#    `measure.interleaved({w: measure.drain(...) for w in ...})`. Where does adding workers
-#    stop helping on this machine, and why (count the cores)?
-# 2. Change `batch_size` to 30 and to 3000. Which loops' epoch times change most, and what does that tell you about
-#    their cost per batch versus per sample?
-# 3. Run with `FASTLOOPS_SCALE=full` only the numpy and helpers loops (`measure.interleaved` over those two of
-#    `loops.loops(...)`) for 1000 rounds: how long is the slide's whole experiment for the fastest loop?
+# Each exercise is followed by a worked solution (folded); try it first.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Time `slide_dataloader(num_samples, batch_size, w)` for `w = 0, 1, 2, 4` workers with
+# `measure.interleaved({...: measure.drain(...)})`. Where does adding workers stop helping on this machine, and
+# why (count the cores)? Look for the speedup over `w = 0` to level off near the number of cores, or to drop
+# below 1 when each sample costs a µs and the workers' transport costs more than it saves.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import warnings
+
+
+def ex1_epoch_seconds(counts):
+    with warnings.catch_warnings():  # torch warns when the workers outnumber the cores: that is the point here
+        warnings.simplefilter("ignore", UserWarning)
+        epochs = {f"{w} workers": measure.drain(slide_dataloader(num_samples, batch_size, w)) for w in counts}
+        batches = {name: epoch() for name, epoch in epochs.items()}  # the warm-up epoch: starts the workers
+    seconds = measure.interleaved(epochs, 2, warmup=0, shuffle=True)
+    return {name: measure.median(s) for name, s in seconds.items()}, batches
+
+
+ex1_seconds, ex1_batches = ex1_epoch_seconds([0, 1, 2, 4])
+ex1_cores = os.cpu_count() or 1
+for name, sec in ex1_seconds.items():
+    print(f"{name}: {sec * 1e3:.0f} ms per epoch, {ex1_seconds['0 workers'] / sec:.2f}x the speed of 0 workers")
+ex1_best = max(ex1_seconds["0 workers"] / sec for sec in ex1_seconds.values())
+print(f"best speedup {ex1_best:.2f}x on {ex1_cores} cores")
+assert len(set(ex1_batches.values())) == 1  # every worker count hands over the same batches
+assert ex1_best < 2 * ex1_cores + 1  # workers cannot beat the cores they share (wide margin for noise)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Change `batch_size` to 30 and to 3000. Which loops' epoch times change most, and what does that tell you
+# about their cost per batch versus per sample? Call `loops.measure_loops` with each batch size (`num_workers=0`
+# and `with_tf=False` keep it short) and compare the two tables: a loop that pays per batch gets much cheaper with
+# fewer, larger batches; one that pays per sample barely moves.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_results = {bs: loops.measure_loops(num_samples, bs, 0, num_rounds, slow_rounds, with_tf=False) for bs in (30, 3000)}
+ex2_ms = {bs: {r["loop"]: r["ms_per_epoch"] for r in res.rows} for bs, res in ex2_results.items()}
+for loop in sorted(ex2_ms[30], key=lambda k: ex2_ms[30][k] / ex2_ms[3000][k], reverse=True):
+    print(f"{loop:>22}: {ex2_ms[30][loop]:9.2f} ms at batch 30, {ex2_ms[3000][loop]:9.2f} ms at batch 3000, "
+          f"{ex2_ms[30][loop] / ex2_ms[3000][loop]:6.1f}x")
+ex2_batches = {bs: {r["loop"]: r["batches_per_epoch"] for r in res.rows} for bs, res in ex2_results.items()}
+print("batches per epoch:", {bs: sorted(set(b.values())) for bs, b in ex2_batches.items()})
+assert all(set(ex2_batches[bs].values()) == {-(-num_samples // bs)} for bs in (30, 3000))  # the measurement moved
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** How long would the slide's whole experiment (1000 epochs of 300,000 samples) take for the fastest loop?
+# Time numpy and the helpers at the slide's 300,000 samples (`loops.slide_loops(300_000, batch_size, 0,
+# with_tf=False)`, a few rounds of `measure.interleaved` over those two), multiply by 1000, and set it beside the
+# per-sample DataLoader's time extrapolated from this notebook's table. Look for seconds against minutes.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_loops = loops.slide_loops(300_000, batch_size, 0, with_tf=False)
+ex3_seconds = measure.interleaved({k: ex3_loops[k] for k in ("numpy", "helpers")}, 5, warmup=1, shuffle=True)
+ex3_total = {k: measure.median(v) * 1000 for k, v in ex3_seconds.items()}
+ex3_dataloader = result.figures["ms_per_epoch_dataloader_nw0"] / 1e3 * 300_000 / num_samples * 1000
+for k, total in ex3_total.items():
+    print(f"{k}: 1000 epochs of 300,000 samples take about {total:.1f} s")
+print(f"DataLoader without workers, extrapolated from {num_samples:,} samples: {ex3_dataloader / 60:.1f} min")
+assert ex3_loops["numpy"]() == 300_000 // batch_size  # the slide's 1000 batches per epoch
+assert min(ex3_total.values()) < ex3_dataloader / 5  # the vectorised loops pay per batch, not per sample

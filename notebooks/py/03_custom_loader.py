@@ -6,41 +6,47 @@
 # | **Question** | Can a loader that indexes whole batches keep DataLoader's sampling semantics (every index once per epoch, batch sizes, drop_last, seeds, epochs, sharding) and still be much faster? |
 # | **Seeds** | 000/001, "Or A Custom DataLoader" |
 # | **GPU** | optional: with CUDA the last section also runs the loader on GPU-resident data |
-# | **Run time** | <!-- run-time --> workshop ~13 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~32 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still
-# needs from it, and check that `fastloops_helpers.BatchLoader` provides those without losing the speed.
+# needs from it, and check that `fastloops_helpers.BatchLoader` provides those without losing the speed. Both
+# loaders' code is on screen before it is timed: the slide's in full, `BatchLoader`'s epoch path method by method.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 
-from fastloops_helpers import config, measure
-from fastloops_helpers.measure import plots
+from fastloops_helpers import BatchLoader, config, measure
 from fastloops_helpers.experiments import loops
-from fastloops_helpers import BatchLoader
+from fastloops_helpers.measure import plots
 
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"}
-num_samples = config.size("loops.samples")      # rows (the slide: 300,000)
-batch_size = config.size("loops.batch_size")     # the slide's 300
-num_features = config.size("gather.features")   # width of the float matrix in the timing section
-num_epochs = config.size("loops.epochs")         # timed epochs per loader
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+num_samples = config.size("loops.samples")         # rows (the slide: 300,000): more, longer epochs, same ranking
+batch_size = config.size("loops.batch_size")        # the slide's 300: smaller means more per-batch work per epoch
+num_features = config.size("gather.features")      # width of the float matrix: wider rows, more bytes to copy
+num_epochs = config.size("loops.epochs")            # timed epochs of the custom loaders: more, steadier
+slow_epochs = config.size("loops.worker_epochs")    # timed epochs of the per-sample DataLoader (up to seconds each)
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The slide's loader, written out
 #
-# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch.
+# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. The
+# package keeps this same class as `fastloops_helpers.teach.slide_code.FastDataloader` (a test checks that the cell
+# and the package agree): notebook 01 and `python -m fastloops_helpers.book.bench loops` time that one.
 
 # %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_code
 class FastDataloader:
-    """The slide's custom loader (iterator protocol, one permutation per epoch)."""
+    """The slide's custom loader: one permutation per epoch, then `data[indices]` for each slice of it."""
 
     def __init__(self, dataset, batch_size, shuffle=True):
         self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
@@ -107,6 +113,109 @@ print("same seed and epoch, same order:", first == [b["y"].tolist() for b in loa
 print("next epoch differs:", first != [b["y"].tolist() for b in loader])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## What an epoch of `BatchLoader` runs
+#
+# `BatchLoader` keeps its sampling in an `EpochOrder` (`loader.sampler`, shared with `ThreadLoader`, notebook 14):
+# the epoch, seed, shuffle, `drop_last`, rank and world size. At the start of each epoch it asks for that epoch's
+# indices, once, and moves on to the next epoch:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.order.EpochOrder
+# two methods of the sampler every BatchLoader holds
+def indices(self, epoch: int | None = None) -> torch.Tensor:
+    """Return this rank's index order for `epoch` (default: the current one), before batching."""
+    epoch = self.epoch if epoch is None else epoch
+    order = epoch_order(self.num_rows, self.shuffle, self.seed, epoch, self.device, self.group_size)
+    return shard(order, self.rank, self.world_size, self.drop_last)
+
+
+def next_epoch(self) -> tuple[int, torch.Tensor]:
+    """Return (the current epoch, the indices its batches use: no short tail with drop_last); move to the next."""
+    epoch, order = self.epoch, self.indices()
+    self.epoch += 1
+    return epoch, order[:len(self) * self.batch_size]
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The order itself is one `randperm` of 32-bit indices (half the memory of the slide's 64-bit one), from a
+# generator seeded by `(seed, epoch)`, on the data's device, run on one thread (a second thread made it slower on a
+# busy 2-core machine); `shard` then takes every `world_size`-th index, as `DistributedSampler` does.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.order
+# the order of one epoch, the first work of every BatchLoader epoch
+def epoch_order(n: int, shuffle: bool | str, seed: int, epoch: int, device: torch.device | str = "cpu",
+                group_size: int | None = None) -> torch.Tensor:
+    """Return the order of all `n` row indices for one epoch, on `device`."""
+    device = torch.device(device)
+    dtype = torch.int32 if n < 2**31 else torch.int64  # half the memory: the shuffle runs in cache longer
+    with one_thread(device):
+        if shuffle is False:
+            return torch.arange(n, dtype=dtype, device=device)
+        if shuffle == "grouped":
+            size = group_size or max(1, round(math.sqrt(n)))
+            return grouped_permutation(n, size, epoch_generator(seed, epoch)).to(device)
+        return torch.randperm(n, generator=epoch_generator(seed, epoch, device), dtype=dtype, device=device)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Then the loader picks a path: a `__getitems__` Dataset gets one call per batch, unshuffled single-process data is
+# cut into views (no copy), and everything else is gathered.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.batch_loader.BatchLoader
+# methods of the class imported above: an epoch, and the choice of path
+def __iter__(self) -> Iterator[Any]:
+    batches = self._batches()
+    return batches if self.transform is None else map(self.transform, batches)
+
+
+def _batches(self) -> Iterator[Any]:
+    _, order = self.sampler.next_epoch()
+    if len(order) == 0:  # torch's split would yield one empty batch
+        return iter(())
+    if self.batched_dataset:
+        return self._iter_dataset(order)
+    if self.shuffle is False and self.world_size == 1:
+        return self._iter_views(len(order))
+    return self._iter_gathered(order)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The gather is where the slide's loader and `BatchLoader` differ most. The slide indexes one batch per call
+# (`data[batch]`, advanced indexing); `BatchLoader` gathers a chunk of many batches (about 512 KiB of rows, so the
+# chunk stays in the L2 cache) with one call, then cuts it into batches as views. On the CPU, for rows of 64 bytes
+# or more, the first chunks of every epoch try both `np.take` and `index_select` (notebook 02) and the faster one
+# gathers the rest.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.batch_loader.BatchLoader
+# the gather path of the class imported above
+def _iter_gathered(self, order: torch.Tensor) -> Iterator[Any]:
+    row_bytes = rows.row_nbytes(self.data)
+    chunks = list(order.split(max(1, CHUNK_BYTES // max(1, row_bytes) // self.batch_size) * self.batch_size))
+    primitive = None
+    if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 2 * PROBE:
+        primitive, used = yield from self._probe(chunks[:PROBE])
+        chunks = chunks[used:]
+    for index in chunks:
+        yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
+
+
+def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
+    best = dict.fromkeys(rows.PROBED, math.inf)
+    for i, index in enumerate(chunks, start=1):
+        name = rows.PROBED[(i - 1) % len(rows.PROBED)]
+        with Timer("cpu") as t:
+            chunk = rows.take(self.data, index, name)
+        best[name] = min(best[name], t.seconds)
+        yield from rows.split(chunk, self.batch_size)
+        if i % len(rows.PROBED) == 0 and max(best.values()) > CLEAR_WIN * min(best.values()):
+            break
+    return min(best, key=best.get), i
+
+# %% slideshow={"slide_type": "subslide"}
+print(loader.sampler)
+print("one sampler answers for the loader:", len(loader) == len(loader.sampler), loader.epoch == loader.sampler.epoch)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Same sampling semantics as DataLoader
 #
 # DataLoader with `shuffle=True` is a `RandomSampler` inside a `BatchSampler`. Each epoch must yield every index
@@ -153,7 +262,7 @@ for task, data in tasks.items():
               "BatchLoader": measure.drain(BatchLoader(data, batch_size, shuffle=True, seed=0))}
     seconds = measure.interleaved(epochs, num_epochs, warmup=1, desc=task, shuffle=True)
     seconds |= measure.interleaved({"DataLoader": measure.drain(DataLoader(data, batch_size, shuffle=True))},
-                                   config.size("loops.worker_epochs"), warmup=1, desc=f"{task}, DataLoader")
+                                   slow_epochs, warmup=1, desc=f"{task}, DataLoader")
     results += [dict(r, task=task) for r in loops.table(seconds, num_samples)]
 table = pd.DataFrame(results)
 table.pivot(index="loop", columns="task", values="ms_per_epoch").round(2)
@@ -233,9 +342,76 @@ print("saved", measure.save_results("03_custom_loader", figures, results, knobs,
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Add `drop_last` to the slide's `FastDataloader` (two lines in `__next__`) and check it against
-#    `BatchLoader(..., drop_last=True)` with the cell of "Same sampling semantics".
-# 2. Give `BatchLoader` a numpy memmap (`np.load(path, mmap_mode="r")` of a saved array) instead of a tensor. Is
-#    the first epoch slower than the second? Why (think of the page cache)?
-# 3. Time `BatchLoader(..., shuffle="grouped")` against `shuffle=True` at `FASTLOOPS_SCALE=full`: how much of an
-#    epoch is the shuffle (notebook 04)?
+# Each exercise is followed by a worked solution (folded); try it first.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Add `drop_last` to the slide's `FastDataloader` (a subclass whose `__next__` stops before a short batch:
+# two lines) and check it against `BatchLoader(..., drop_last=True)` as in "Same sampling semantics". Look for the
+# same number of batches, all full, and no index twice.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+class Ex1FastDataloader(FastDataloader):
+    def __init__(self, dataset, batch_size, shuffle=True, drop_last=False):
+        super().__init__(dataset, batch_size, shuffle)
+        self.drop_last = drop_last
+
+    def __next__(self):
+        if self.drop_last and self.cursor + self.batch_size > len(self.data):
+            raise StopIteration
+        return super().__next__()
+
+
+ex1_n = 1003
+ex1_slide = [b.tolist() for b in Ex1FastDataloader(torch.arange(ex1_n), batch_size, drop_last=True)]
+ex1_ours = [b.tolist() for b in BatchLoader(torch.arange(ex1_n), batch_size, shuffle=True, drop_last=True, seed=1)]
+ex1_sizes = ([len(b) for b in ex1_slide], [len(b) for b in ex1_ours])
+print("batch sizes, slide with drop_last:", ex1_sizes[0], "BatchLoader:", ex1_sizes[1])
+ex1_seen = [i for b in ex1_slide for i in b]
+assert ex1_sizes[0] == ex1_sizes[1] and len(set(ex1_seen)) == len(ex1_seen) == ex1_n // batch_size * batch_size
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Give `BatchLoader` a numpy memmap (`np.load(path, mmap_mode="r")` of an array saved with `np.save` to a
+# temporary folder) instead of a tensor. Is the first epoch slower than the second? Why (think of the page cache:
+# where are the file's pages right after `np.save` wrote them)? Check that the batches are the same rows as from the
+# array in memory.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import tempfile
+from pathlib import Path
+
+with tempfile.TemporaryDirectory() as ex2_dir:
+    ex2_array = np.random.default_rng(0).random((num_samples, num_features), dtype=np.float32)
+    np.save(Path(ex2_dir) / "x.npy", ex2_array)
+    ex2_mm = np.load(Path(ex2_dir) / "x.npy", mmap_mode="r")
+    ex2_loader = BatchLoader(ex2_mm, batch_size, shuffle=True, seed=0)
+    ex2_epochs = measure.measure(measure.drain(ex2_loader), repeat=3, warmup=0)  # the first epoch is timed too
+    ex2_first = next(iter(BatchLoader(ex2_mm, batch_size, shuffle=True, seed=0)))
+    ex2_same = torch.equal(ex2_first, next(iter(BatchLoader(ex2_array, batch_size, shuffle=True, seed=0))))
+    del ex2_loader, ex2_mm  # close the map before the folder goes
+print("epoch times (ms):", [round(t * 1e3, 1) for t in ex2_epochs],
+      f"first / second = {ex2_epochs[0] / ex2_epochs[1]:.2f}: the pages np.save just wrote are still in the page "
+      "cache, so the first epoch reads RAM, not the disk")
+print("memmap batch equals the in-memory one:", ex2_same)
+assert ex2_same and ex2_first.shape == (batch_size, num_features)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** How much of an epoch is the shuffle (notebook 04)? On the index-only task at the slide's 300,000 rows,
+# time `loader.indices()` (the order alone) and a whole epoch, for `shuffle=True` and `shuffle="grouped"`. Look for
+# the shuffle's share of the epoch, and whether the grouped order makes that share smaller.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex3_shares(n):
+    out = {}
+    for shuffle in (True, "grouped"):
+        loader3 = BatchLoader(torch.arange(n), batch_size, shuffle=shuffle, seed=0)
+        t = measure.interleaved({"order": loader3.indices, "epoch": measure.drain(loader3)}, 5, warmup=1)
+        out[shuffle] = (measure.median(t["order"]), measure.median(t["epoch"]), loader3)
+    return out
+
+
+ex3 = ex3_shares(300_000)
+for shuffle, (order_s, epoch_s, _) in ex3.items():
+    print(f"shuffle={shuffle!r}: order {order_s * 1e3:.2f} ms of a {epoch_s * 1e3:.2f} ms epoch "
+          f"({order_s / epoch_s:.0%})")
+ex3_grouped = ex3["grouped"][2].indices()
+assert torch.equal(ex3_grouped.sort().values, torch.arange(300_000, dtype=ex3_grouped.dtype))  # still a permutation

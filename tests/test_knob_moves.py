@@ -39,3 +39,14 @@ def test_notebook_07_step_ms_reaches_the_epoch(tmp_path):
     figures = saved["figures"]
     # num_workers=0 runs each step after its batch: the epoch lasts at least batches x step, whatever the CPU does
     assert figures["workers0_epoch_s"] >= figures["workers0_batches"] * step_ms / 1000
+
+
+@pytest.mark.slow
+def test_notebook_01_batch_size_reaches_every_loop(tmp_path):
+    saved = run_with_override("01_the_question.ipynb", "batch_size = 3000  # exercise 2, followed as written",
+                              tmp_path)
+    samples = saved["provenance"]["knobs"]["samples"]
+    assert saved["provenance"]["knobs"]["batch_size"] == 3000
+    # every loop, timed or not, made the batches a 3000-sample batch makes: ceil(samples / 3000)
+    assert {r["loop"]: r["batches_per_epoch"] for r in saved["rows"]} == \
+           {r["loop"]: -(-samples // 3000) for r in saved["rows"]}

@@ -159,6 +159,7 @@ def test_site_renders_with_images_and_links_in_chromium(tmp_path):
     index = site.build(notebook_paths(), tmp_path / "site")
     with static_server(index.parent) as base, browser.page() as (tab, remote):
         pages = ["index.html"] + [p.stem + ".html" for p in notebook_paths()]
+        pages += ["api/fastloops_helpers.html", "api/fastloops_helpers/measure.html"]  # the API reference
         pages += ["report.html"] if (index.parent / "report.html").exists() else []
         checked: set[str] = set()
         for name in pages:
@@ -171,7 +172,9 @@ def test_site_renders_with_images_and_links_in_chromium(tmp_path):
             for href in {h.split("#")[0] for h in hrefs if urlparse(h).netloc == urlparse(base).netloc} - checked:
                 checked.add(href)
                 assert tab.request.get(href).status == 200, f"{name} links to a missing page: {href}"
-            if name in ("index.html", "07_dataloader_anatomy.html"):
-                tab.screenshot(path=str(shots() / f"site-{name.replace('.html', '')}.png"))
+            if name.startswith("api/"):
+                assert tab.locator("#BatchLoader, #verdict").count() >= 1, f"{name}: the reference lost its entries"
+            if name in ("index.html", "07_dataloader_anatomy.html", "api/fastloops_helpers.html"):
+                tab.screenshot(path=str(shots() / f"site-{name.replace('.html', '').replace('/', '-')}.png"))
         assert {urljoin(base, p) for p in pages if p != "index.html"} <= checked | {base + "index.html"}
         assert not remote, f"the site reached the network: {remote[:5]}"

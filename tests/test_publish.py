@@ -185,3 +185,14 @@ def test_site_folds_solutions_and_the_deck_leaves_them_out(tmp_path):
     folded = re.search(r'<details class="fl-solution">(.*?)</details>', page, re.S)
     assert folded and "answer_cell_marker" in folded.group(1)
     assert "answer_cell_marker" not in deck.render(path, tmp_path / "slides").read_text()
+
+
+def test_api_reference_documents_the_public_names_and_links_notebooks(tmp_path):
+    import fastloops_helpers
+
+    index = site.build([], tmp_path / "site", results=tmp_path / "none")
+    page = (index.parent / "api" / "fastloops_helpers.html").read_text()
+    assert all(f'id="{name}"' in page for name in fastloops_helpers.__all__ if name != "measure")
+    assert '<a href="../03_custom_loader.html">notebooks/03_custom_loader.ipynb</a>' in page
+    assert 'href="api/fastloops_helpers.html"' in index.read_text()
+    assert "id=\"verdict\"" in (index.parent / "api" / "fastloops_helpers" / "measure.html").read_text()

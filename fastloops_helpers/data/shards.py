@@ -6,6 +6,8 @@ and writes `shard-NNNNN.tar` (members `KEY.jpg` and `KEY.cls`, as WebDataset exp
 (columns `key`, `jpg`, `cls`) of the same samples, plus `manifest.json` (names, counts, labels per shard).
 The folder is written aside and renamed into place: a failed write keeps the last complete copy.
 
+Experimental: the interface may change in a minor version.
+
 Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 """
 

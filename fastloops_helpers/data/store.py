@@ -6,6 +6,8 @@ curl need), adds a latency per request and limits bandwidth per connection and i
 counts the bytes it sends per reader (the first path segment). The process listens on an ephemeral port on
 loopback only, and exits when its parent dies, so it stops even when a notebook cell fails.
 
+Experimental: the interface may change in a minor version.
+
 Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 """
 

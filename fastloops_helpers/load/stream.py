@@ -12,6 +12,8 @@ Every sample is a dict with `key`, `cls` and `jpg` (bytes). A shard that is miss
 went away raises `ShardError` naming the shard and its URL; with `skip=True` the reader goes on and counts the
 samples it lost in `lost` (nothing is dropped silently).
 
+Experimental: the interface may change in a minor version.
+
 Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 """
 

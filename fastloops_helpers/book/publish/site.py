@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ... import config
-from . import offline
+from . import api, offline
 
 HARDWARE = re.compile(r"^.+\(\d+c/\d+t\), \d+ GiB RAM, .+ \| python .+$")  # measure.hardware_line()'s shape
 QUESTION = re.compile(r"^\|\s*\*\*Question\*\*\s*\|\s*(.+?)\s*\|\s*$", re.M)
@@ -167,7 +167,8 @@ def write_index(seq: list[Entry], results: Path, out: Path) -> Path:
           if machines else "<p>No hardware line found in the stored outputs.</p>")
     body = ("<h1>fastloops: the notebooks, executed</h1>"
             "<p>How to make a PyTorch training loop wait less for data, measured on one machine. Read the notebooks "
-            "in order; each one answers one question. To run them yourself: <code>make lab</code>.</p>" + hw +
+            "in order; each one answers one question. To run them yourself: <code>make lab</code>. To use the "
+            'helpers in your own loop: the <a href="api/fastloops_helpers.html">API reference</a>.</p>' + hw +
             f'<h2>The sequence</h2><table class="fl"><tr><th>notebook</th><th>question</th></tr>{rows}</table>'
             "<h2>The seeds' claims</h2>" + claims_table(results) +
             "<h2>Report</h2>" + write_report_page(seq, results, out))
@@ -186,6 +187,8 @@ def build(paths: list[Path], out: Path | None = None, results: Path | None = Non
     for i, entry in enumerate(seq):
         write_notebook_page(seq, i, out)
         print(f"  {entry.page}", flush=True)
+    api.build(out / "api")
+    print("  api/ (the API reference)", flush=True)
     return write_index(seq, results, out)
 
 

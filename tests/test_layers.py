@@ -7,7 +7,7 @@ import fastloops_helpers
 
 PACKAGE = Path(fastloops_helpers.__file__).parent
 # a module may import its own layer or lower ones; data may use load's walkers, load never reads data
-LAYER = {"config": 0, "atomic": 0, "tree": 0, "models": 0, "measure": 1, "load": 2, "data": 3, "teach": 4,
+LAYER = {"config": 0, "atomic": 0, "extras": 0, "tree": 0, "models": 0, "measure": 1, "load": 2, "data": 3, "teach": 4,
          "experiments": 5, "book": 6, "__init__": 7}
 
 

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..atomic import staged
+from ..extras import require
 
 LAYOUTS = ("sorted", "shuffled")
 MANIFEST = "manifest.json"
@@ -97,9 +98,7 @@ def write_tar(path: Path, rows: Iterable[tuple[str, bytes, int]]) -> None:
 
 def write_parquet(path: Path, rows: Sequence[tuple[str, bytes, int]]) -> None:
     """Write columns key, jpg, cls in row groups of ROW_GROUP rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    pa, pq = require("pyarrow", "stream"), require("pyarrow.parquet", "stream")
     keys, jpegs, labels = zip(*rows)
     table = pa.table({"key": list(keys), "jpg": pa.array(jpegs, pa.binary()), "cls": pa.array(labels, pa.int64())})
     pq.write_table(table, path, row_group_size=ROW_GROUP, compression="none")  # JPEG does not compress further

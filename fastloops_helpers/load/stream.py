@@ -24,6 +24,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from ..extras import require
+
 Sample = dict[str, Any]
 
 
@@ -122,9 +124,7 @@ class ParquetStream:
 
 def fetch_parquet(url: str) -> dict[str, list[Any]]:
     """Return one Parquet shard's columns as lists, read over HTTP; `ShardError` names the URL on failure."""
-    import fsspec
-    import pyarrow.parquet as pq
-
+    fsspec, pq = require("fsspec", "stream"), require("pyarrow.parquet", "stream")
     try:
         with fsspec.filesystem("http").open(url, "rb", block_size=8 * 2**20) as f:
             return pq.read_table(f, columns=["key", "jpg", "cls"]).to_pydict()
@@ -142,7 +142,7 @@ def tar_samples(urls: Sequence[str], retries: int = 2, expected: Sequence[int] |
     cut short at a member boundary reads as a shorter shard, so pass `expected` (samples per shard, from the
     manifest) to turn that into a `ShardError`. There is no skip mode: the caller decides what a loss means.
     """
-    import webdataset as wds
+    wds = require("webdataset", "stream")
 
     def reraise(exc: Exception) -> bool:
         where = next((a for a in exc.args if isinstance(a, str) and a.startswith(("http", "pipe:"))), "?")

@@ -140,3 +140,34 @@ def test_load_only_takes_turns_and_counts_every_batch():
     assert calls[:2] == ["a", "b"] and sorted(calls[2:4]) == ["a", "b"] and len(calls) == 2 + 3 * 2
     assert [len(r) for r in rates.values()] == [3, 3] and min(min(r) for r in rates.values()) > 0
     assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
+
+
+def test_helpers_loader_serves_the_window_resize_of_every_image(tmp_path):
+    from fastloops_helpers.data import memmap
+    from fastloops_helpers.experiments import cifar as exp
+    from fastloops_helpers.load.transforms import ResizeCenterCrop
+
+    images = np.random.default_rng(0).integers(0, 256, (12, 32, 32, 3), dtype=np.uint8)
+    labels = np.arange(12)  # each label names its image
+    mm = memmap.write_memmap(cifar10.ImageDataset(images, labels, exp._uint8_hwc), tmp_path / "mm", backend="numpy")
+    rc = ResizeCenterCrop(32, 48, 32)
+    loader = exp.helpers_loader(mm, 4, torch.device("cpu"), rc, seed=0)
+    seen = []
+    for x, y in loader:
+        assert x.shape == (4, 3, 32, 32) and x.dtype == torch.uint8
+        want = rc(torch.from_numpy(images[y.numpy()]).permute(0, 3, 1, 2))
+        assert torch.equal(x, want)
+        seen += y.tolist()
+    assert sorted(seen) == list(range(12))
+
+
+def test_wrn_factory_builds_fresh_equal_models_of_the_given_size():
+    from fastloops_helpers.experiments import cifar as exp
+
+    factory = exp.wrn_factory(10, 1, torch.device("cpu"), seed=3)
+    x = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8)
+    y = torch.tensor([1, 2])
+    a, b = factory(), factory()
+    first, second = float(a(x, y)), float(a(x, y))
+    assert np.isfinite(first) and first != second  # a's first step changed its weights
+    assert float(b(x, y)) == pytest.approx(first)  # a fresh step: the same seed, weights and first loss

@@ -58,3 +58,39 @@ def test_check_shards_detects_overlap(tmp_path):
 def test_failed_launch_reports_stderr(tmp_path):
     with pytest.raises(RuntimeError, match="failed with exit code"):
         distributed.launch(tmp_path, "helpers", world_size=2, rows=1_001, epochs=1, batch_size=0, reference=True)
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 4])
+def test_both_sharding_functions_pad_and_cover_alike(world_size):
+    rows = 101
+    train = {"X": torch.zeros(rows, 3), "y": torch.zeros(rows, dtype=torch.long), "id": torch.arange(rows)}
+    for make in (distributed.sampler_batches, distributed.helpers_batches):
+        shards = [torch.cat([b["id"] for b in make(train, 8, r, world_size, 0, 1)]).numpy()
+                  for r in range(world_size)]
+        check = distributed.shard_check(shards, rows)
+        assert check["covered"] and check["disjoint"] and check["equal_sizes"]
+        assert check["repeated"] == check["expected_padding"] == -rows % world_size
+        ids, counts = np.unique(np.concatenate(shards), return_counts=True)
+        padding = -rows % world_size  # the padding repeats the first indices of the permutation: each rank's first
+        assert set(ids[counts > 1].tolist()) == {int(s[0]) for s in shards[:padding]}
+
+
+def test_different_seeds_per_rank_break_the_shards():
+    rows = 100
+    train = {"X": torch.zeros(rows, 3), "y": torch.zeros(rows, dtype=torch.long), "id": torch.arange(rows)}
+    shards = [torch.cat([b["id"] for b in distributed.helpers_batches(train, 10, r, 2, r, 0)]).numpy()
+              for r in range(2)]
+    check = distributed.shard_check(shards, rows)
+    assert not check["covered"] and not check["disjoint"]
+
+
+def test_throughput_and_figures_read_the_logs():
+    logs = [{"epochs": [{"samples": 100, "seconds": 9.0}, {"samples": 100, "seconds": 1.0},
+                        {"samples": 100, "seconds": 3.0}]}] * 2
+    speed = distributed.throughput(logs, "two ranks")  # epoch 0 (warm-up) left out: median of 1 s and 3 s
+    assert speed == {"run": "two ranks", "ranks": 2, "samples/s per rank": 50.0, "samples/s total": 100.0}
+    single = distributed.throughput(logs[:1], "one")
+    checks = [{"covered": True, "disjoint": True}] * 2
+    figs = distributed.figures(checks, 1e-7, 0.5, 0.501, [speed, single])
+    assert figs["ddp_matches_single"] == 1.0 and figs["shards_ok"] == 1.0 and figs["ddp_total_over_single"] == 2.0
+    assert distributed.figures(checks, 0.1, 0.5, 0.5, [speed, single])["ddp_matches_single"] == 0.0

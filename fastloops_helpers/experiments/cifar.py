@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -25,14 +26,16 @@ def _uint8_hwc(image: np.ndarray) -> torch.Tensor:
     return torch.from_numpy(np.ascontiguousarray(image))
 
 
-def _resized_chw(image: np.ndarray) -> torch.Tensor:
-    return ResizeCenterCrop()(_uint8_hwc(image).permute(2, 0, 1)).contiguous()
+def _resized_chw(image: np.ndarray, resize_crop: ResizeCenterCrop) -> torch.Tensor:
+    return resize_crop(_uint8_hwc(image).permute(2, 0, 1)).contiguous()
 
 
-def prepare(seed: int = 0) -> dict[str, Any]:
-    """Load (or generate) CIFAR-10 at the scale's size; write it once as `.beton` (if ffcv) and as a memmap."""
-    train, test = config.size("cifar.train"), config.size("cifar.test")
-    images, labels, test_images, test_labels = cifar10.load_cifar10(train, test, seed=seed)
+def prepare(train: int, test: int, resize: int = RESIZE, crop: int = CROP, seed: int = 0) -> dict[str, Any]:
+    """Load (or generate) `train` + `test` CIFAR-10 images; write them once as `.beton` (if ffcv) and as memmaps.
+
+    The second memmap holds the images already resized to `resize` and center-cropped to `crop`.
+    """
+    images, labels, _, _ = cifar10.load_cifar10(train, test, seed=seed)
     folder = config.data_dir() / f"cifar10-synthetic-{train}-{test}-s{seed}"
     beton = None
     if ffcv_io.have_ffcv():
@@ -42,41 +45,61 @@ def prepare(seed: int = 0) -> dict[str, Any]:
     # stored HWC (channels-last), the layout torch's uint8 resize kernel reads: no layout copy per batch
     mm = memmap.precompute(cifar10.ImageDataset(images, labels, _uint8_hwc), folder / "memmap", backend="numpy",
                            key={"train": train, "seed": seed, "layout": "hwc"}, desc="writing the memmap")
-    done = memmap.precompute(cifar10.ImageDataset(images, labels, _resized_chw), folder / "memmap-resized",
-                             backend="numpy", key={"train": train, "seed": seed, "resize": RESIZE, "crop": CROP},
+    resized = functools.partial(_resized_chw, resize_crop=ResizeCenterCrop(images.shape[1], resize, crop))
+    done = memmap.precompute(cifar10.ImageDataset(images, labels, resized), folder / "memmap-resized",
+                             backend="numpy", key={"train": train, "seed": seed, "resize": resize, "crop": crop},
                              desc="writing the resized memmap")
     return {"images": images, "labels": labels, "beton": beton, "memmap": mm, "memmap_resized": done}
 
 
-def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
-    """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow, 1 worker) and the helpers' loader."""
-    loaders: dict[str, Any] = {}
-    if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
-                                               device=device, size=CROP, ratio=CROP / RESIZE, seed=seed)
-    dataset = cifar10.ImageDataset(data["images"], data["labels"], cifar10.PillowResizeCrop(RESIZE, CROP))
-    loaders["DataLoader"] = torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, num_workers=1, pin_memory=device.type == "cuda",
+def torch_loader(images: np.ndarray, labels: np.ndarray, batch_size: int, device: torch.device, resize: int,
+                 crop: int, seed: int = 0, num_workers: int = 1) -> torch.utils.data.DataLoader:
+    """The seed's DataLoader: Pillow resize + center crop per sample in `num_workers` worker processes."""
+    dataset = cifar10.ImageDataset(images, labels, cifar10.PillowResizeCrop(resize, crop))
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers, pin_memory=device.type == "cuda",
         drop_last=True, generator=torch.Generator().manual_seed(seed))
-    mm = data["memmap"]
-    resize_crop = ResizeCenterCrop(32, RESIZE, CROP)
-    loaders["helpers"] = BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
-                                     seed=seed, transform=OnImages(lambda x: resize_crop(
-                                         move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))))
+
+
+def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable,
+                   seed: int = 0) -> BatchLoader:
+    """The helpers' loader: grouped shuffle over the HWC memmap, then one batched window resize per batch."""
+    def transform(x: torch.Tensor) -> torch.Tensor:
+        return resize_crop(move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))  # NHWC -> NCHW view
+
+    return BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
+                       seed=seed, transform=OnImages(transform))
+
+
+def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int,
+                 seed: int = 0, num_workers: int = 1, resize_crop: Callable | None = None) -> dict[str, Any]:
+    """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow) and the helpers' two loaders.
+
+    All serve the same `crop` x `crop` center crops of the images resized to `resize`. `resize_crop` is the
+    helpers' batched transform (default: `ResizeCenterCrop`); `num_workers` is the DataLoader's (the seed's 1).
+    """
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
+        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
+                                               device=device, size=crop, ratio=crop / resize, seed=seed)
+    loaders["DataLoader"] = torch_loader(data["images"], data["labels"], batch_size, device, resize, crop, seed,
+                                         num_workers)
+    resize_crop = resize_crop or ResizeCenterCrop(data["images"].shape[1], resize, crop)
+    loaders["helpers"] = helpers_loader(data["memmap"], batch_size, device, resize_crop, seed)
     done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
     loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
                                                  shuffle="grouped", drop_last=True, seed=seed)
     return loaders
 
 
-def wrn_factory(device: torch.device, seed: int = 0, channels_last: bool = True) -> Callable[[], Step]:
-    """Return a factory of fresh WRN training steps at the scale's depth and width (Adam lr 1e-2 as the seed).
+def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
+                channels_last: bool = True) -> Callable[[], Step]:
+    """Return a factory of fresh WRN-`depth`-`width` training steps (Adam lr 1e-2 as the seed).
 
     With `channels_last` every batch (and the model) is put in the channels-last layout first, whatever layout
     its loader yields: FFCV's `ToTorchImage` yields channels-last, the others plain NCHW, and the convolutions
     run at different speeds on the two, which would otherwise be counted as the loader's (notebook 11).
     """
-    depth, width = config.size("cifar.wrn")
     layout = torch.channels_last if channels_last else torch.contiguous_format
 
     def factory() -> Step:
@@ -91,9 +114,10 @@ def wrn_factory(device: torch.device, seed: int = 0, channels_last: bool = True)
     return factory
 
 
-def layout_cost(loaders: dict[str, Any], device: torch.device, repeat: int = 5) -> dict[str, float]:
+def layout_cost(loaders: dict[str, Any], depth: int, width: int, device: torch.device,
+                repeat: int = 5) -> dict[str, float]:
     """Time one training step on each loader's first batch as it comes, interleaved; return median seconds."""
-    factory = wrn_factory(device, channels_last=False)
+    factory = wrn_factory(depth, width, device, channels_last=False)
     steps = {name: (factory(), next(iter(loader))) for name, loader in loaders.items()}
     seconds = measure.interleaved({name: (lambda s=s, b=b: s(*b)) for name, (s, b) in steps.items()},
                                   repeat=repeat, warmup=1, device=device)
@@ -152,12 +176,12 @@ def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int
     return table(per_batch, batch_size), rates
 
 
-def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
-    """Time load-only epochs, then training steps per loader (split into waiting and computing); return the tables."""
-    epochs, steps, factory = config.size("cifar.epochs"), config.size("cifar.steps"), wrn_factory(device)
+def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device, epochs: int, steps: int,
+                depth: int, width: int, seed: int = 0) -> dict[str, Any]:
+    """Time `epochs` load-only rounds, then `steps` WRN training steps per loader (waiting and computing apart)."""
     load, rates = load_only(loaders, epochs, batch_size, device)
     stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
-    waits, full = step_times(stepped, factory, steps, device)
+    waits, full = step_times(stepped, wrn_factory(depth, width, device, seed), steps, device)
     return {"load": load, "step": table(full, batch_size), "wait": table(waits, batch_size), "rates": rates}
 
 
@@ -188,15 +212,17 @@ def figures(t: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
-def run() -> BenchResult:
+def run(scale: str) -> BenchResult:
     """Measure load-only img/s and full WRN step times of FFCV, DataLoader and the helpers on CIFAR-10."""
-    device, batch_size = config.device(), config.size("cifar.batch_size")
-    data = prepare()
-    t = measure_all(make_loaders(data, batch_size, device), batch_size, device)
+    train, test, batch_size = (config.size(f"cifar.{k}", scale) for k in ("train", "test", "batch_size"))
+    epochs, steps, (depth, width) = (config.size(f"cifar.{k}", scale) for k in ("epochs", "steps", "wrn"))
+    device, seed = config.device(), 0
+    data = prepare(train, test, RESIZE, CROP, seed)
+    loaders = make_loaders(data, batch_size, device, RESIZE, CROP, seed)
+    t = measure_all(loaders, batch_size, device, epochs, steps, depth, width, seed)
     rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
             for phase in ("load", "step", "wait") for name in t[phase].index]
-    depth, width = config.size("cifar.wrn")
-    knobs = {"train_images": len(data["images"]), "batch_size": batch_size, "model": f"WRN-{depth}-{width}",
-             "load_epochs": config.size("cifar.epochs"), "steps": config.size("cifar.steps"),
-             "device": str(device), "ffcv": data["beton"] is not None, "threads": torch.get_num_threads()}
-    return BenchResult(rows, figures(t), knobs=knobs, repeats=config.size("cifar.steps"))
+    knobs = {"train_images": train, "batch_size": batch_size, "model": f"WRN-{depth}-{width}", "load_epochs": epochs,
+             "steps": steps, "resize": RESIZE, "crop": CROP, "device": str(device), "ffcv": data["beton"] is not None,
+             "threads": torch.get_num_threads()}
+    return BenchResult(rows, figures(t), knobs=knobs, repeats=steps)

@@ -3,7 +3,8 @@
 Launch: `torchrun --standalone --nproc_per_node=2 -m fastloops_helpers.experiments.distributed --log-dir DIR`
 (gloo on the CPU, nccl on GPUs). `--reference` runs the same global batches in one process, for the
 comparison of final weights. Each rank writes what it saw (the row ids of every epoch), its epoch times
-and, on rank 0, the final weights and validation accuracy into DIR.
+and, on rank 0, the final weights and validation accuracy into DIR. `run(scale)` is the `distributed`
+benchmark: both loaders under torchrun, the one-process reference, and one rank with the global batch.
 
 Explained in notebooks/12_scaling_out.ipynb.
 """
@@ -15,8 +16,9 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +27,16 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from .. import measure
+from .. import config, measure
 from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
 from ..models import MLP
+from . import BenchResult
+
+LOADERS = ("helpers", "dataloader")
+LR = 0.05                   # SGD's learning rate (momentum 0.9) unless a caller gives another
+WEIGHT_TOLERANCE = 0.01     # largest weight difference DDP vs one process, relative to the largest weight
+ACCURACY_TOLERANCE = 0.005  # validation accuracy DDP vs one process, absolute
 
 
 def parse(argv: list[str] | None = None) -> argparse.Namespace:
@@ -39,7 +47,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rows", type=int, default=None, help="Otto rows (default: config size otto.rows)")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batch-size", type=int, default=256, help="per rank; the global batch is this x world size")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=LR)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--reference", type=int, default=0, metavar="W",
                    help="run in one process the global batches that W ranks would see")
@@ -54,19 +62,29 @@ def otto_tensors(rows: int | None, seed: int) -> tuple[dict[str, torch.Tensor], 
     return train, torch.log1p(torch.from_numpy(X_val)), torch.from_numpy(y_val)
 
 
+def sampler_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
+                    epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield this rank's batches of `epoch`: DataLoader + DistributedSampler, PyTorch's usual way."""
+    ds = TensorDataset(train["X"], train["y"], train["id"])
+    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler.set_epoch(epoch)  # a new permutation per epoch, the same on every rank
+    for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
+        yield {"X": X, "y": y, "id": ids}
+
+
+def helpers_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
+                    epoch: int, shuffle: bool | str = True) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield this rank's batches of `epoch`: the helpers' BatchLoader takes its own shard of the common order."""
+    bl = BatchLoader(train, batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
+    bl.set_epoch(epoch)
+    yield from bl
+
+
 def batches(train: dict[str, torch.Tensor], loader: str, batch_size: int, rank: int, world_size: int,
             seed: int, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
     """Yield this rank's batches of `epoch` from the helpers' loader or DataLoader + DistributedSampler."""
-    if loader == "helpers":
-        bl = BatchLoader(train, batch_size, shuffle=True, seed=seed, rank=rank, world_size=world_size)
-        bl.set_epoch(epoch)
-        yield from bl
-        return
-    ds = TensorDataset(train["X"], train["y"], train["id"])
-    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
-    sampler.set_epoch(epoch)
-    for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
-        yield {"X": X, "y": y, "id": ids}
+    make = helpers_batches if loader == "helpers" else sampler_batches
+    return make(train, batch_size, rank, world_size, seed, epoch)
 
 
 def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
@@ -76,6 +94,30 @@ def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
                 for r in range(args.reference)]
     for parts in zip(*per_rank):
         yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
+def ddp_model(seed: int, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """Return (the model, what to train): the same initial weights on every rank, in DDP when under torchrun."""
+    torch.manual_seed(seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = MLP().to(device)
+    if not (dist.is_available() and dist.is_initialized()):
+        return model, model  # one process: the reference run
+    ids = [device] if device.type == "cuda" else None  # one GPU per rank; None on the CPU (gloo)
+    return model, nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, source: Iterable[dict[str, torch.Tensor]],
+                device: torch.device) -> list[torch.Tensor]:
+    """Train on every batch of this rank's epoch; return the row ids of each batch, as trained on."""
+    loss_fn = nn.CrossEntropyLoss()
+    seen = []
+    for batch in source:
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(batch["X"]), batch["y"]).backward()  # DDP averages the gradients across ranks here
+        opt.step()
+        seen.append(batch["id"].cpu())
+    return seen
 
 
 def train(args: argparse.Namespace) -> dict:
@@ -88,28 +130,18 @@ def train(args: argparse.Namespace) -> dict:
     data, X_val, y_val = otto_tensors(args.rows, args.seed)
     if distributed and rank == 0:
         dist.barrier()
-    torch.manual_seed(args.seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = MLP().to(device)
-    net = (nn.parallel.DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
-           if distributed else model)
+    model, net = ddp_model(args.seed, device)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
-    loss_fn = nn.CrossEntropyLoss()
     log = {"rank": rank, "world_size": world, "loader": args.loader, "reference": args.reference,
            "backend": dist.get_backend() if distributed else None, "epochs": []}
     for epoch in range(args.epochs):
-        seen, steps, start = [], 0, time.perf_counter()
+        start = time.perf_counter()
         source = (reference_batches(data, args, epoch) if args.reference
                   else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch))
-        for batch in source:
-            batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-            opt.zero_grad(set_to_none=True)
-            loss_fn(net(batch["X"]), batch["y"]).backward()  # DDP averages the gradients across ranks
-            opt.step()
-            seen.append(batch["id"].cpu())
-            steps += 1
+        seen = train_epoch(net, opt, source, device)
         seconds = time.perf_counter() - start
         ids = torch.cat(seen).numpy()
-        log["epochs"].append({"epoch": epoch, "steps": steps, "samples": int(len(ids)), "seconds": seconds})
+        log["epochs"].append({"epoch": epoch, "steps": len(seen), "samples": int(len(ids)), "seconds": seconds})
         np.save(args.log_dir / f"{_tag(args, rank)}-epoch{epoch}.npy", ids)
     with torch.no_grad():
         log["val_accuracy"] = float((model(X_val.to(device)).argmax(1).cpu() == y_val).float().mean())
@@ -123,23 +155,27 @@ def _tag(args: argparse.Namespace, rank: int) -> str:
     return f"{args.loader}-reference{args.reference}" if args.reference else f"{args.loader}-rank{rank}"
 
 
-def check_shards(log_dir: Path, loader: str, world_size: int, epoch: int, rows: int) -> dict[str, int | bool]:
-    """Check one epoch's shards from the ranks' logs: overlap, coverage, and the padding DistributedSampler adds."""
-    shards = [np.load(log_dir / f"{loader}-rank{r}-epoch{epoch}.npy") for r in range(world_size)]
+def shard_check(shards: Sequence[np.ndarray], rows: int) -> dict[str, int | bool]:
+    """Check one epoch's shards (the row ids each rank trained on): overlap, coverage, DistributedSampler's padding."""
     allids = np.concatenate(shards)
     unique = np.unique(allids)
-    padding = -rows % world_size  # DistributedSampler repeats this many indices so every rank gets as many
+    padding = -rows % len(shards)  # DistributedSampler repeats this many indices so every rank gets as many
     return {"per_rank": int(len(shards[0])), "equal_sizes": len({len(s) for s in shards}) == 1,
             "covered": bool(len(unique) == rows and unique[0] == 0 and unique[-1] == rows - 1),
             "repeated": int(len(allids) - len(unique)), "expected_padding": padding,
             "disjoint": bool(len(allids) - len(unique) == padding)}
 
 
+def check_shards(log_dir: Path, loader: str, world_size: int, epoch: int, rows: int) -> dict[str, int | bool]:
+    """Check one epoch's shards from the ranks' logs in `log_dir` (see `shard_check`)."""
+    return shard_check([np.load(log_dir / f"{loader}-rank{r}-epoch{epoch}.npy") for r in range(world_size)], rows)
+
+
 def launch(log_dir: Path, loader: str, world_size: int, rows: int, epochs: int, batch_size: int,
-           seed: int = 0, reference: bool = False) -> list[dict]:
+           seed: int = 0, reference: bool = False, lr: float = LR) -> list[dict]:
     """Run the training with torchrun (or the one-process reference) and return each rank's log."""
     opts = ["--log-dir", str(log_dir), "--loader", loader, "--rows", str(rows), "--epochs", str(epochs),
-            "--batch-size", str(batch_size), "--seed", str(seed)]
+            "--batch-size", str(batch_size), "--seed", str(seed), "--lr", repr(lr)]
     if reference:
         cmd = [sys.executable, "-m", __name__, *opts, "--reference", str(world_size)]
     else:
@@ -158,6 +194,24 @@ def relative_weight_difference(a: Path, b: Path) -> float:
     wa, wb = torch.load(a, weights_only=True), torch.load(b, weights_only=True)
     scale = max(float(w.abs().max()) for w in wa.values())
     return max(float((wa[k] - wb[k]).abs().max()) for k in wa) / scale
+
+
+def throughput(logs: list[dict], label: str) -> dict[str, float | int | str]:
+    """Return samples/s per rank and in total of a run, from its ranks' logs (median epoch, epoch 0 left out)."""
+    steady = logs[0]["epochs"][1:] or logs[0]["epochs"]  # epoch 0 includes the warm-up
+    seconds = float(np.median([e["seconds"] for e in steady]))
+    return {"run": label, "ranks": len(logs), "samples/s per rank": steady[0]["samples"] / seconds,
+            "samples/s total": steady[0]["samples"] * len(logs) / seconds}
+
+
+def figures(checks: Sequence[dict], diff: float, ddp_accuracy: float, single_accuracy: float,
+            speed: Sequence[dict]) -> dict[str, float]:
+    """Return the flat figures: shards ok, DDP equal to one process, its weight difference, throughputs."""
+    same = diff < WEIGHT_TOLERANCE and abs(ddp_accuracy - single_accuracy) < ACCURACY_TOLERANCE
+    out = {"ddp_matches_single": float(same), "relative_weight_difference": float(diff),
+           "shards_ok": float(all(c["covered"] and c["disjoint"] for c in checks)),
+           "ddp_total_over_single": float(speed[0]["samples/s total"] / speed[-1]["samples/s total"])}
+    return out | {f"samples_per_s_total_{i}": float(s["samples/s total"]) for i, s in enumerate(speed)}
 
 
 def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = None) -> dict:
@@ -190,6 +244,31 @@ def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[in
     replicas = replicate(model, device_ids[:len(chunks)])  # copy the weights to every GPU, at every call
     outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
     return gather(outputs, device_ids[0])                  # concatenate the outputs on the first GPU
+
+
+def run(scale: str) -> BenchResult:
+    """Train the Otto MLP with DDP (2 ranks, both loaders) vs one process: shards, equal weights, samples/s."""
+    rows, epochs, batch_size, world_size = (config.size(f"ddp.{k}", scale)
+                                            for k in ("rows", "epochs", "batch_size", "world_size"))
+    seed, lr = 0, LR
+    with tempfile.TemporaryDirectory(prefix="fastloops-ddp-") as tmp:
+        log_dir = Path(tmp)
+        runs = {loader: launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr)
+                for loader in LOADERS}
+        reference = launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
+        single = launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr)
+        train_rows = runs["helpers"][0]["train_rows"]
+        checks = [{"loader": loader, "epoch": e, **check_shards(log_dir, loader, world_size, e, train_rows)}
+                  for loader in runs for e in range(epochs)]
+        diff = relative_weight_difference(log_dir / "helpers-rank0-weights.pt",
+                                          log_dir / f"helpers-reference{world_size}-weights.pt")
+    speed = [throughput(runs["helpers"], "DDP, helpers' loader"),
+             throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
+             throughput(single, "1 process (torchrun, 1 rank)")]
+    figs = figures(checks, diff, runs["helpers"][0]["val_accuracy"], reference[0]["val_accuracy"], speed)
+    knobs = {"rows": rows, "epochs": epochs, "batch_size": batch_size, "world_size": world_size, "lr": lr,
+             "seed": seed, "backend": runs["helpers"][0]["backend"]}
+    return BenchResult(speed + checks, figs, knobs=knobs, repeats=epochs)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -19,17 +19,20 @@
 # load-only step 97 % faster but its full WRN-28-10 step only about 11 % faster.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the shown cells' type hints stay unevaluated, as in the package
+
+import math
+
 import numpy as np
-import pandas as pd
 import torch
+import torch.nn.functional as F
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.data import ffcv_io
+from fastloops_helpers.data import cifar10, ffcv_io
+from fastloops_helpers.experiments import cifar
+from fastloops_helpers.load import transforms
 from fastloops_helpers.measure import plots
-from fastloops_helpers.experiments import cifar as bench
-from fastloops_helpers.data import cifar10
-from fastloops_helpers.load import transforms as T
 from fastloops_helpers.models import WideResNet, count_parameters
 
 print(config.describe())
@@ -37,11 +40,16 @@ print(measure.hardware_line())
 HAVE_FFCV = ffcv_io.have_ffcv()  # imports ffcv now (~5 s: numba) so no timed cell pays for it
 print("ffcv importable:", HAVE_FFCV)
 
-# %% slideshow={"slide_type": "subslide"}
-batch_size = config.size("cifar.batch_size")   # the seed's 128
-depth, width = config.size("cifar.wrn")        # WRN-depth-width: 28-10 (the seed's) only at full scale
-epochs = config.size("cifar.epochs")           # load-only rounds (one epoch of each loader), after a warm-up
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+train_size = config.size("cifar.train")        # training images: more gives longer, steadier load-only epochs
+test_size = config.size("cifar.test")          # test images generated with them (none is timed here)
+batch_size = config.size("cifar.batch_size")   # the seed's 128; smaller batches pay the per-batch overhead more often
+resize = 48                                    # the seed's: resize to 48 x 48; larger zooms in, the crop keeps less
+crop = 32                                      # the seed's: keep the central 32 x 32 (FFCV: crop/resize of the side)
+depth, width = config.size("cifar.wrn")        # WRN-depth-width: a larger model hides more loading; 28-10 only at full
+epochs = config.size("cifar.epochs")           # load-only rounds (one epoch of each loader): more, steadier ratios
 steps = config.size("cifar.steps")             # timed training steps per loader (the model is the slow part)
+num_workers = 1                                # the DataLoader's worker processes (the seed's 1); 0 loads in the loop
 device = config.device()                       # FASTLOOPS_DEVICE; CUDA when torch sees a GPU
 seed = 0                                       # data, weights and every loader's order
 
@@ -59,9 +67,9 @@ print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e
 # classes (a colour and a stripe direction per class); point `load_cifar10(root=...)` at the real folder to
 # use it.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
-    data = bench.prepare(seed=seed)
+    data = cifar.prepare(train_size, test_size, resize, crop, seed)
 measure.show("generate + read (first run only), write .beton and memmaps", t.seconds)
 images, labels = data["images"], data["labels"]
 print(f"train images {images.shape} {images.dtype}, labels {np.bincount(labels, minlength=10)}")
@@ -88,27 +96,199 @@ except ValueError as err:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Three ways to serve the same 32 x 32 crops
 #
-# * **FFCV**: `ffcv_io.write_image_beton` stores raw RGB pixels (`RGBImageField`, `IntField`);
-#   `ffcv_io.image_loader` is the seed's pipeline: `CenterCropRGBImageDecoder((32, 32), 2/3)`, `ToTensor`,
-#   `ToDevice`, `ToTorchImage` (labels: `IntDecoder`, `ToTensor`, `ToDevice`, `Squeeze`), `QUASI_RANDOM`, one
-#   worker thread. It yields uint8 NCHW batches.
-# * **DataLoader**: the seed's per-sample transform with Pillow (`cifar10.PillowResizeCrop`: resize to 48,
-#   center-crop 32, to a float tensor), `num_workers=1`, `pin_memory` on a GPU.
-# * **helpers**: the raw images written once to a memory-mapped file (`memmap.precompute`), read by
-#   `BatchLoader(shuffle="grouped")` (the quasi-random order of notebook 04), and resized + cropped per batch
-#   by `transforms.ResizeCenterCrop`: each output of a bilinear resize reads two neighbouring pixels per axis, so
-#   only the input window the crop needs is resized, with torch's uint8 bilinear kernel on the whole batch (the
-#   memmap stores the images HWC, the channels-last layout that kernel reads). **helpers-precomputed** goes one
-#   step further (notebook 09's lesson): the transform is deterministic, so it is applied once at write time and
-#   an epoch is only reads.
-#
+# **FFCV, as in the seed.** `write_image_beton` stores the raw RGB pixels once (`RGBImageField`, `IntField`).
+# `image_loader` is the seed's `Loader`: each image goes through `CenterCropRGBImageDecoder` (a center crop
+# of `crop / resize` = 2/3 of the side, resized to `crop`), `ToTensor`, `ToDevice` and `ToTorchImage`, the
+# labels through `IntDecoder`, `ToTensor`, `ToDevice` and `Squeeze`; `QUASI_RANDOM` order, one worker thread.
+# numba compiles the pipeline on the first epoch, and each batch comes out as uint8 NCHW.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.ffcv_io
+# the package's FFCV writer and Loader (notebook 10 and the `cifar` benchmark use them too; ffcv is imported lazily)
+def write_image_beton(path: str | Path, images: np.ndarray, labels: np.ndarray, num_workers: int = 1) -> Path:
+    """Write HWC uint8 RGB images and int labels as `.beton` (RGBImageField, raw pixels + IntField)."""
+    ffcv = require_ffcv()
+    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
+        raise ValueError(f"images must be uint8 (N, H, W, 3), got {images.dtype} {images.shape}")
+    fields = {"image": ffcv.fields.RGBImageField(write_mode="raw"), "label": ffcv.fields.IntField()}
+    return _write(path, fields, Pairs(images, labels), num_workers)
+
+
+def _label_pipeline(device: torch.device) -> list[Any]:
+    ffcv = require_ffcv()
+    t = ffcv.transforms
+    return [ffcv.fields.decoders.IntDecoder(), t.ToTensor(), t.ToDevice(device, non_blocking=True), t.Squeeze()]
+
+
+def image_loader(path: str | Path, batch_size: int = 128, num_workers: int = 1, order: str = "quasi_random",
+                 device: torch.device | str = "cpu", size: int = 32, ratio: float = 2 / 3, seed: int = 0,
+                 drop_last: bool = True) -> Any:
+    """Return the seed's FFCV Loader over an image `.beton`: center crop `ratio`, resize to `size`, NCHW uint8."""
+    ffcv = require_ffcv()
+    device = torch.device(device)
+    t = ffcv.transforms
+    image_pipe = [ffcv.fields.decoders.CenterCropRGBImageDecoder((size, size), ratio), t.ToTensor(),
+                  t.ToDevice(device, non_blocking=True), t.ToTorchImage()]
+    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
+                              seed=seed, drop_last=drop_last,
+                              pipelines={"image": image_pipe, "label": _label_pipeline(device)})
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **DataLoader, as in the seed.** One image at a time: Pillow resizes it to `resize` x `resize`, cuts the
+# central `crop` x `crop` and converts it to a float tensor; the DataLoader's worker then collates 128 of
+# them. The seed used torchvision's `Resize` and `CenterCrop`; `PillowResizeCrop` does the same with Pillow
+# alone.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.cifar10
+# runs in the DataLoader's worker processes, which import it from the package
+class PillowResizeCrop:
+    """The seed's per-sample transform with Pillow: resize to `resize`, center-crop `crop`, to a float CHW tensor."""
+
+    def __init__(self, resize: int = 48, crop: int = 32) -> None:
+        self.resize, self.crop = resize, crop
+
+    def __call__(self, image: np.ndarray) -> torch.Tensor:
+        """Transform one HWC uint8 image."""
+        img = Image.fromarray(image).resize((self.resize, self.resize), Image.BILINEAR)
+        left = (self.resize - self.crop) // 2
+        img = img.crop((left, left, left + self.crop, left + self.crop))
+        return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div_(255)
+
+
+class ImageDataset(torch.utils.data.Dataset):
+    """A map-style dataset of HWC uint8 images and labels, one transformed sample per `__getitem__`."""
+
+    def __init__(self, images: np.ndarray, labels: np.ndarray,
+                 transform: Callable[[np.ndarray], Any] | None = None) -> None:
+        self.images, self.labels, self.transform = images, labels, transform
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        image = self.images[index]
+        return (self.transform(image) if self.transform else image), int(self.labels[index])
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **The helpers: resize only the window the crop keeps.** A bilinear resize computes each output pixel from the
+# two nearest input pixels per axis. The crop throws away the outer ring of the 48 x 48 resize, so the input
+# pixels that only feed that ring need not be resized at all: `ResizeCenterCrop` cuts the input window the
+# kept outputs read, resizes that window for the whole batch in one call (torch's uint8 bilinear kernel on a
+# CPU, which reads channels-last), and keeps the central `crop` x `crop`. The window must start where the input
+# and output grids line up (every `side / gcd(side, resize)` input pixels), or the resized window would
+# sample other positions than the full resize: `_window_start` finds that point. This cell is the class the
+# helpers' loader below uses (the package holds the same code).
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.load.transforms
+def _check_image(x: Tensor) -> None:
+    if x.dim() not in (3, 4):
+        raise ValueError(f"expected a (C, H, W) image or an (N, C, H, W) batch, got shape {tuple(x.shape)}")
+
+
+class ResizeCenterCrop:
+    """Resize a batch (bilinear) and cut its centre, resizing only the input window that the crop reads.
+
+    Equals bilinear resize-then-crop (align_corners=False) up to rounding. The result is a channels-last view
+    (strides N, 1, W·C, C, like FFCV's batches) into the resized window.
+    """
+
+    def __init__(self, side: int = 32, resize: int = 48, crop: int = 32) -> None:
+        if not 0 < crop <= resize or side < 1:
+            raise ValueError(f"need side >= 1 and 0 < crop <= resize, got side={side}, resize={resize}, crop={crop}")
+        self.scale = resize / side
+        top = int(round((resize - crop) / 2.0))
+        self.start, first = self._window_start(side, resize, top)
+        last = (top + crop - 0.5) / self.scale - 0.5  # source position of the last output kept
+        self.stop = min(side, math.floor(last) + 2)
+        if math.floor((self.stop - self.start) * self.scale) < top + crop - first:  # shrinking: resize it all
+            self.start, first, self.stop = 0, 0, side
+        self.keep = slice(top - first, top - first + crop)
+
+    def _window_start(self, side: int, resize: int, top: int) -> tuple[int, int]:
+        """Return (first input pixel, first output) of the window: grids aligned, no clamping inside the crop."""
+        g = math.gcd(side, resize)
+        k = top // (resize // g)
+        while k > 0 and (top - k * resize // g + 0.5) / self.scale < 0.5:
+            k -= 1
+        return k * side // g, k * resize // g
+
+    def __call__(self, x: Tensor) -> Tensor:
+        """Return the resized, center-cropped batch (N, C, crop, crop), or image (C, crop, crop), of x's dtype."""
+        _check_image(x)
+        window = (x if x.dim() == 4 else x[None])[..., self.start:self.stop, self.start:self.stop]
+        kw = {"scale_factor": self.scale, "mode": "bilinear", "align_corners": False, "recompute_scale_factor": False}
+        if x.dtype == torch.uint8 and x.device.type == "cpu":
+            out = F.interpolate(window.contiguous(memory_format=torch.channels_last), **kw)
+        else:  # GPUs have no uint8 bilinear kernel: compute in float
+            out = F.interpolate(window.float(), **kw)
+            out = out.round_().clamp_(0, 255).to(x.dtype) if x.dtype == torch.uint8 else out.to(x.dtype)
+        out = out[..., self.keep, self.keep]
+        return out if x.dim() == 4 else out[0]
+
+
+# %% slideshow={"slide_type": "subslide"}
+resize_crop = ResizeCenterCrop(images.shape[1], resize, crop)
+print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop - 1} "
+      f"({resize_crop.stop - resize_crop.start} of {images.shape[1]}), kept outputs: {resize_crop.keep}")
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **The loaders, assembled.** The DataLoader gets the per-sample transform and `num_workers` processes. The
+# helpers' `BatchLoader` reads whole batches from a memory-mapped copy of the raw images (`memmap.precompute`,
+# stored HWC, the layout the uint8 resize kernel reads), in the grouped quasi-random order of notebook 04, and
+# applies `resize_crop` to each batch in the loop's own thread. **helpers-precomputed** goes one step further
+# (notebook 09's lesson): the transform is deterministic, so `cifar.prepare` applied it once at write time and
+# an epoch is only reads.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.cifar
+# the `cifar` benchmark builds the same loaders; the notebook calls these functions with its defaults
+def torch_loader(images: np.ndarray, labels: np.ndarray, batch_size: int, device: torch.device, resize: int,
+                 crop: int, seed: int = 0, num_workers: int = 1) -> torch.utils.data.DataLoader:
+    """The seed's DataLoader: Pillow resize + center crop per sample in `num_workers` worker processes."""
+    dataset = cifar10.ImageDataset(images, labels, cifar10.PillowResizeCrop(resize, crop))
+    return torch.utils.data.DataLoader(
+        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers, pin_memory=device.type == "cuda",
+        drop_last=True, generator=torch.Generator().manual_seed(seed))
+
+
+def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable,
+                   seed: int = 0) -> BatchLoader:
+    """The helpers' loader: grouped shuffle over the HWC memmap, then one batched window resize per batch."""
+    def transform(x: torch.Tensor) -> torch.Tensor:
+        return resize_crop(move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))  # NHWC -> NCHW view
+
+    return BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
+                       seed=seed, transform=OnImages(transform))
+
+
+def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int,
+                 seed: int = 0, num_workers: int = 1, resize_crop: Callable | None = None) -> dict[str, Any]:
+    """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow) and the helpers' two loaders."""
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
+        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
+                                               device=device, size=crop, ratio=crop / resize, seed=seed)
+    loaders["DataLoader"] = torch_loader(data["images"], data["labels"], batch_size, device, resize, crop, seed,
+                                         num_workers)
+    resize_crop = resize_crop or ResizeCenterCrop(data["images"].shape[1], resize, crop)
+    loaders["helpers"] = helpers_loader(data["memmap"], batch_size, device, resize_crop, seed)
+    done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
+    loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
+                                                 shuffle="grouped", drop_last=True, seed=seed)
+    return loaders
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # A center crop of 2/3 of the side resized to 32 is the same region as a resize to 48 cropped to 32, so all
 # loaders serve the same pictures; the batched transform reproduces Pillow's to within rounding:
 
-# %% slideshow={"slide_type": "subslide"}
-resize_crop = T.ResizeCenterCrop()
+# %% slideshow={"slide_type": "-"}
 batched = resize_crop(torch.from_numpy(images[:16]).permute(0, 3, 1, 2).contiguous()).float()
-per_sample = torch.stack([cifar10.PillowResizeCrop()(im) for im in images[:16]]) * 255
+per_sample = torch.stack([cifar10.PillowResizeCrop(resize, crop)(im) for im in images[:16]]) * 255
 print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample).abs().mean() < 2))
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -119,7 +299,8 @@ print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample
 # 32 x 32 pixels) and the precomputed variant only copies 128 x 3 KB.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-loaders = bench.make_loaders(data, batch_size, device, seed=seed)
+loaders = cifar.make_loaders(data, batch_size, device, resize, crop, seed=seed, num_workers=num_workers,
+                             resize_crop=resize_crop)  # the cell's ResizeCenterCrop
 for name, loader in loaders.items():
     xb, yb = next(iter(loader))
     print(f"{name:>19}: x {tuple(xb.shape)} {xb.dtype}, y {tuple(yb.shape)} {yb.dtype}")
@@ -128,12 +309,12 @@ for name, loader in loaders.items():
 # ## Load only
 #
 # One warm-up epoch each (numba compiles FFCV's pipeline), then `epochs` rounds in which every loader runs one
-# epoch, in a new order each round (`bench.load_only`), so a slow spell of the shared machine hits all of them
+# epoch, in a new order each round (`cifar.load_only`), so a slow spell of the shared machine hits all of them
 # alike. Every batch counts, the first with the epoch's start-up; a ratio of two loaders is the median of their
 # per-round ratios.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-load, rates = bench.load_only(loaders, epochs, batch_size, device)  # per-batch table, img/s per round
+load, rates = cifar.load_only(loaders, epochs, batch_size, device)  # per-batch table, img/s per round
 load.round({"mean": 5, "median": 5, "p95": 5, "min": 6, "uplift_%": 1, "samples_per_s": 0})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -149,16 +330,55 @@ for name in rate.index.drop("DataLoader"):
 #
 # Now each batch is followed by one WideResNet training step (forward, loss, backward, Adam step with the
 # seed's lr 1e-2; the seed timed forward and loss only). Each loader gets a fresh model with the same weights;
-# the first step is left out. `bench.step_times` times every step and, apart, the time the loop *waited* for
-# the batch. The loaders take turns, one step each in a new order every round: a step is slow, and on a shared
-# machine a slow spell a few steps long would otherwise land on one loader's block of steps and read as a
-# difference between loaders. (helpers-precomputed is left out here: its step is the helpers' step minus
-# the transform.)
+# the first step is left out. `cifar.step_times` (harness) times every step and, apart, the time the loop
+# *waited* for the batch. The loaders take turns, one step each in a new order every round: a step is slow, and
+# on a shared machine a slow spell a few steps long would otherwise land on one loader's block of steps and
+# read as a difference between loaders. (helpers-precomputed is left out here: its step is the helpers' step
+# minus the transform.) The step that follows every batch:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.training
+# the training step every experiment shares (notebook 10 too)
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Step:
+    """Return a function that runs one training step (forward, loss, backward, optimizer step) on a batch."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> float:
+        x, y = move_to((x, y), device, non_blocking=True)
+        y = y.flatten()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x.float()), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.cifar
+# the `cifar` benchmark trains the same model; the layout conversion is explained in the last section
+def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
+                channels_last: bool = True) -> Callable[[], Step]:
+    """Return a factory of fresh WRN-`depth`-`width` training steps (Adam lr 1e-2 as the seed)."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = WideResNet(depth, width).to(device, memory_format=layout)
+        step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
+
+        def run(x: torch.Tensor, y: torch.Tensor) -> Any:
+            x = x.contiguous(memory_format=layout)
+            return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+        return run
+    return factory
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
-waits, full = bench.step_times(stepped, bench.wrn_factory(device, seed), steps, device)
-full, waits = bench.table(full, batch_size), bench.table(waits, batch_size)
+waits, full = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)
+full, waits = cifar.table(full, batch_size), cifar.table(waits, batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -178,7 +398,7 @@ print(f"full-step uplift of the fastest loader vs DataLoader: {full['uplift_%'].
 # (load-only) as a share of the full step.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-hidden = bench.overlap({"load": load, "step": full, "wait": waits})
+hidden = cifar.overlap({"load": load, "step": full, "wait": waits})
 hidden.round(1)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -192,9 +412,6 @@ for name, row in hidden.iterrows():
 # a GPU, but on a CPU only if they find a core the model's matrix products leave idle; how much they hid here
 # is in the table. Either way the model is far slower than any loader, so the uplift shrinks for the same
 # reason as on a GPU: compute dominates the step.
-
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## Saving the figures
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Why a loader can change the step: the batch's memory layout
@@ -211,11 +428,11 @@ for name, row in hidden.iterrows():
 #
 # **Prediction:** the same step on the same pixels is faster on a channels-last batch than on an NCHW one, so
 # the step on each loader's own batch, timed interleaved without any conversion, puts the channels-last ones first; once every
-# batch is converted (what `bench.wrn_factory` now does, with the model in channels-last too), the full-step
+# batch is converted (what `wrn_factory` above does, with the model in channels-last too), the full-step
 # table above compares the loaders, not the layouts.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-as_delivered = bench.layout_cost(stepped, device)   # one step per loader's own batch, no conversion
+as_delivered = cifar.layout_cost(stepped, depth, width, device)   # one step per loader's own batch, no conversion
 layouts = {name: "channels-last" if next(iter(loader))[0].stride(1) == 1 else "NCHW"  # colours side by side
            for name, loader in stepped.items()}
 for name, seconds in as_delivered.items():
@@ -232,15 +449,16 @@ if None not in fastest.values():
 # convolution kernels oneDNN picks for this CPU, on the number of intra-op threads (importing ffcv sets torch's
 # thread count to one for the whole process, which is why every step here runs on one thread), on whether the
 # weights share the input's layout (here they stay NCHW, so some layers convert on the fly), and on the spread
-# of a step that takes about a second on a shared machine, which is of the same order as the effect. What the
+# of a step on a shared machine, which can be of the same order as the effect. What the
 # change to `wrn_factory` guarantees is narrower and certain: every loader's batch now reaches the model in the
 # same layout, so the full-step table measures the loaders alone; compare its spread with the load-only gap.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = bench.figures({"load": load, "step": full, "wait": waits, "rates": rates})
+figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates})
 rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()} for p, t in (("load", load), ("step", full)) for n in t.index]
-knobs = {"train_images": len(images), "batch_size": batch_size, "model": model.extra_repr(), "epochs": epochs,
-         "steps": steps, "device": str(device), "ffcv": HAVE_FFCV}
+knobs = {"train_images": train_size, "batch_size": batch_size, "model": model.extra_repr(), "epochs": epochs,
+         "steps": steps, "resize": resize, "crop": crop, "num_workers": num_workers, "device": str(device),
+         "ffcv": HAVE_FFCV}
 print("saved", measure.save_results("11_ffcv_cifar", figures, rows, knobs, repeats=steps).name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -280,6 +498,99 @@ claims.check("cifar_helpers_over_ffcv_load", figures, why=no_ffcv)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `depth, width = 10, 1` at the workshop scale. How small must the model get before the loaders' order in the full-step table matches the load-only one?
-# 2. Give the DataLoader `num_workers=0` in `bench.make_loaders`. What happens to its `hidden_%` and its full step? Then try `num_workers=2` on this 2-core CPU.
-# 3. On a GPU, time the full step of WRN-28-10 (`FASTLOOPS_SCALE=full`) with `ToDevice(..., non_blocking=True)` and then with `non_blocking=False` in `ffcv_io.image_loader`. Which part of the overlap does the flag control?
+# Each solution is a small run at this notebook's scale; on a CPU keep the models small.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** The window. Time `resize_crop` against the plain way on one batch of `batch_size` images: resize
+# every pixel to `resize` x `resize` with the same uint8 kernel (`F.interpolate`), then cut the centre
+# (`transforms.center_crop`). Look for the share of the input pixels the window reads, whether the time saved
+# follows that share, and whether the two outputs differ by more than rounding. Then try `resize = 64`: does
+# the window shrink or grow?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex1_whole_image(x):
+    full_size = F.interpolate(x.contiguous(memory_format=torch.channels_last), size=(resize, resize),
+                              mode="bilinear", align_corners=False)
+    return transforms.center_crop(full_size, crop)
+
+
+ex1_x = torch.from_numpy(images[:batch_size]).permute(0, 3, 1, 2)  # HWC memory, NCHW view: as the loader passes it
+ex1_t = measure.interleaved({"window": lambda: resize_crop(ex1_x), "whole image": lambda: ex1_whole_image(ex1_x)},
+                            repeat=20, warmup=2)
+ex1_side = resize_crop.stop - resize_crop.start
+ex1_gap = (resize_crop(ex1_x).float() - ex1_whole_image(ex1_x).float()).abs().max().item()
+print(f"the window reads {ex1_side}^2 of {images.shape[1]}^2 input pixels "
+      f"({ex1_side ** 2 / images.shape[1] ** 2:.0%}); largest difference from the whole-image resize: {ex1_gap:.0f}")
+print(f"whole image over window, per batch: {measure.ratio(ex1_t, 'whole image', 'window'):.2f}x "
+      f"({measure.median(ex1_t['window']) * 1e3:.2f} ms vs {measure.median(ex1_t['whole image']) * 1e3:.2f} ms)")
+ex1_64 = ResizeCenterCrop(images.shape[1], 64, crop)
+print(f"resize = 64: the window reads {ex1_64.stop - ex1_64.start}^2 input pixels (a larger zoom keeps less of the image)")
+assert ex1_side < images.shape[1] and ex1_gap <= 1 and ex1_64.stop - ex1_64.start < ex1_side
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** No worker. Build the DataLoader with `num_workers=0` (`cifar.torch_loader`, shown above) and time its
+# load-only epoch and `steps` training steps behind it (`cifar.load_only`, `cifar.step_times`). Look at the
+# time the loop waits for a batch: with no worker process nothing loads in the background, so the wait should
+# be the whole load time (`hidden_%` near 0). Compare with the `num_workers` run in the overlap table.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_loaders = {"DataLoader, 0 workers": cifar.torch_loader(images, labels, batch_size, device, resize, crop, seed,
+                                                           num_workers=0)}
+ex2_load, _ = cifar.load_only(ex2_loaders, 1, batch_size, device)
+ex2_waits, ex2_full = cifar.step_times(ex2_loaders, cifar.wrn_factory(depth, width, device, seed), steps, device)
+ex2 = cifar.overlap({"load": ex2_load, "step": cifar.table(ex2_full, batch_size),
+                     "wait": cifar.table(ex2_waits, batch_size)})
+print(ex2.round(1).to_string())
+print(f"with {num_workers} worker(s) above: {hidden.loc['DataLoader', 'hidden_%']:.0f} % of loading hidden")
+assert ex2["waited_ms"].iloc[0] > 0.3 * ex2["load_only_ms"].iloc[0]  # nothing hides without a worker
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** How big must the model be? Time one training step of WRN-10-1 and WRN-10-2 (twice the width, about
+# four times the arithmetic) on one batch that is already loaded, and divide the DataLoader's load-only time
+# per batch (the load-only table) by each. Look for how the share of the step that loading takes falls as the
+# model grows: the seed's WRN-28-10 does several hundred times the arithmetic of WRN-10-1.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_x, ex3_y = next(iter(loaders["helpers"]))
+ex3_steps = {f"WRN-10-{w}": cifar.wrn_factory(10, w, device, seed)() for w in (1, 2)}
+ex3_t = measure.interleaved({n: (lambda s=s: s(ex3_x, ex3_y)) for n, s in ex3_steps.items()}, repeat=3, warmup=1,
+                            device=device)
+ex3_load_ms = load.loc["DataLoader", "mean"] * 1e3
+for ex3_name, ex3_seconds in ex3_t.items():
+    ex3_ms = measure.median(ex3_seconds) * 1e3
+    print(f"{ex3_name}: step {ex3_ms:7.1f} ms, DataLoader load {ex3_load_ms:.1f} ms = "
+          f"{ex3_load_ms / (ex3_ms + ex3_load_ms):.0%} of load + step")
+assert measure.ratio(ex3_t, "WRN-10-2", "WRN-10-1") > 1.3
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** (Needs a CUDA GPU; skipped without one.) On a GPU the step is asynchronous: the CPU queues its
+# kernels and returns. Time one WRN step on a batch already on the GPU twice: without waiting (the CPU's time
+# to queue it) and with `torch.cuda.synchronize()` (the GPU's time to run it). Look at the difference: it is
+# the time in which a loader on the CPU can prepare the next batch for free, the reason the seed's full-step
+# gain is far smaller than its load-only gain.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex4_queue_and_run(depth, width, x, y, repeat=5):
+    step = cifar.wrn_factory(depth, width, torch.device("cuda"), seed)()
+    x, y = x.cuda(), y.cuda()
+    step(x, y)
+    torch.cuda.synchronize()
+    queued, ran = [], []
+    for _ in range(repeat):
+        with measure.Timer("cpu") as t:  # a CPU clock: it stops when the CPU returns, GPU work still queued
+            step(x, y)
+        queued.append(t.seconds)
+        torch.cuda.synchronize()
+        with measure.Timer(torch.device("cuda")) as t:  # the clock waits for the GPU
+            step(x, y)
+        ran.append(t.seconds)
+    return measure.median(queued), measure.median(ran)
+
+
+ex4 = None
+if torch.cuda.is_available():
+    ex4 = ex4_queue_and_run(depth, width, *next(iter(loaders["helpers"])))
+    print(f"WRN-{depth}-{width} step: CPU queues it in {ex4[0] * 1e3:.2f} ms, the GPU runs it in {ex4[1] * 1e3:.2f} ms")
+else:
+    print("skipped: no CUDA GPU here (the question is about a GPU's asynchronous step)")
+assert ex4 is None or ex4[0] <= ex4[1] * 1.5

@@ -14,11 +14,13 @@
 # changes to: give rank `r` of `W` its own disjoint share of a common per-epoch order. `DistributedSampler`
 # does that for `DataLoader`; `BatchLoader(rank=r, world_size=W)` does the same for the helpers' loader.
 #
-# The training script is `fastloops_helpers/experiments/distributed.py` (the Otto MLP of notebook 10). This notebook
-# launches it with `torchrun --standalone --nproc_per_node=2` and reads what the ranks logged.
+# The training script is `fastloops_helpers/experiments/distributed.py` (the Otto MLP of notebook 10). Its
+# per-rank loading and training step are shown below; this notebook launches it with
+# `torchrun --standalone --nproc_per_node=2` and reads what the ranks logged.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-import json
+from __future__ import annotations  # the shown cells' type hints stay unevaluated, as in the package
+
 import os
 import tempfile
 from pathlib import Path
@@ -35,13 +37,76 @@ from fastloops_helpers.models import MLP
 print(config.describe())
 print(measure.hardware_line())
 
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+rows = config.size("ddp.rows")              # Otto rows (train + validation): an odd train split shows the padding rule
+epochs = config.size("ddp.epochs")          # every rank sees its shard once per epoch; more epochs, steadier samples/s
+batch_size = config.size("ddp.batch_size")  # per rank; the global batch is batch_size x world_size
+world_size = config.size("ddp.world_size")  # processes (ranks): gloo on the CPU here, one GPU each with nccl
+lr = 0.05                                   # SGD's learning rate: larger learns faster and amplifies rounding
+seed = 0                                    # the ranks' common permutation and the initial weights
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## What each rank runs
+#
+# Every rank builds its own loader over the whole data set and asks it for *its* batches of an epoch. With
+# PyTorch's usual tools that is a `DistributedSampler` in a `DataLoader`: the sampler draws a permutation from
+# (`seed`, epoch), the same on every rank, pads it to a multiple of `world_size`, and keeps every
+# `world_size`-th index from position `rank`. The helpers' `BatchLoader(rank=r, world_size=W)` applies the same
+# rule to its own permutation and gathers each batch with one indexing call instead of one `__getitem__` per row.
+# These functions run inside the torchrun processes, so they live in the package; the cells show them.
+
 # %% slideshow={"slide_type": "subslide"}
-ddp = config.sizes("ddp")
-rows = ddp["rows"]              # Otto rows (train + validation): an odd train split shows the padding rule
-epochs = ddp["epochs"]          # each epoch: every rank sees its shard once
-batch_size = ddp["batch_size"]  # per rank; the global batch is batch_size x world_size
-world_size = ddp["world_size"]  # processes (2 CPU processes here, gloo backend)
-log_dir = Path(tempfile.mkdtemp(prefix="fastloops-ddp-"))
+# shown from fastloops_helpers.experiments.distributed
+# runs in the torchrun processes: PyTorch's sharding first, then the helpers'
+def sampler_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
+                    epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield this rank's batches of `epoch`: DataLoader + DistributedSampler, PyTorch's usual way."""
+    ds = TensorDataset(train["X"], train["y"], train["id"])
+    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    sampler.set_epoch(epoch)  # a new permutation per epoch, the same on every rank
+    for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
+        yield {"X": X, "y": y, "id": ids}
+
+
+def helpers_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
+                    epoch: int, shuffle: bool | str = True) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield this rank's batches of `epoch`: the helpers' BatchLoader takes its own shard of the common order."""
+    bl = BatchLoader(train, batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
+    bl.set_epoch(epoch)
+    yield from bl
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The training step is the plain one of notebook 10, with one difference: the model is wrapped in
+# `DistributedDataParallel`, whose `backward` all-reduces (averages) the gradients of all ranks, bucket by
+# bucket while the backward pass is still running, so every rank's optimizer takes the same step.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.distributed
+# runs in the torchrun processes (one per rank)
+def ddp_model(seed: int, device: torch.device) -> tuple[nn.Module, nn.Module]:
+    """Return (the model, what to train): the same initial weights on every rank, in DDP when under torchrun."""
+    torch.manual_seed(seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
+    model = MLP().to(device)
+    if not (dist.is_available() and dist.is_initialized()):
+        return model, model  # one process: the reference run
+    ids = [device] if device.type == "cuda" else None  # one GPU per rank; None on the CPU (gloo)
+    return model, nn.parallel.DistributedDataParallel(model, device_ids=ids)
+
+
+def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, source: Iterable[dict[str, torch.Tensor]],
+                device: torch.device) -> list[torch.Tensor]:
+    """Train on every batch of this rank's epoch; return the row ids of each batch, as trained on."""
+    loss_fn = nn.CrossEntropyLoss()
+    seen = []
+    for batch in source:
+        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+        opt.zero_grad(set_to_none=True)
+        loss_fn(net(batch["X"]), batch["y"]).backward()  # DDP averages the gradients across ranks here
+        opt.step()
+        seen.append(batch["id"].cpu())
+    return seen
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Launching two ranks
@@ -56,10 +121,11 @@ log_dir = Path(tempfile.mkdtemp(prefix="fastloops-ddp-"))
 # We run it twice: with the helpers' `BatchLoader` and with `DataLoader` + `DistributedSampler`.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+log_dir = Path(tempfile.mkdtemp(prefix="fastloops-ddp-"))  # the ranks' logs, row ids and weights
 runs = {}
 for loader in ("helpers", "dataloader"):
     with measure.Timer() as t:
-        runs[loader] = distributed.launch(log_dir, loader, world_size, rows, epochs, batch_size)
+        runs[loader] = distributed.launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr)
     measure.show(f"torchrun with the {loader} loader, {world_size} ranks, {epochs} epochs (start-up included)", t.seconds)
 
 # %% slideshow={"slide_type": "-"}
@@ -102,7 +168,7 @@ print("the order changes between epochs (set_epoch):", not np.array_equal(orders
 # the *union* of the two batches. A single process that trains on exactly those unions (the "global batch"),
 # from the same initial weights, must therefore end with the same weights, up to float rounding in the
 # all-reduce. `launch(..., reference=True)` runs that single process: at each step it concatenates what rank 0
-# and rank 1 would get.
+# and rank 1 would get (`reference_batches`, below).
 #
 # "Up to float rounding" needs a tolerance. The all-reduce adds the two ranks' gradients in a different order
 # than one process sums its batch, so the two runs differ in the last bits after the first step (about 1e-8),
@@ -111,8 +177,20 @@ print("the order changes between epochs (set_epoch):", not np.array_equal(orders
 # below); a real bug in sharding or averaging (a rank seeing the wrong rows, gradients summed
 # instead of averaged) moves both far beyond that.
 
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.distributed
+# runs in the reference process, which torchrun does not start
+def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
+                      epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Yield, in one process, the concatenation of what each of `args.reference` ranks would get per step."""
+    per_rank = [batches(train, args.loader, args.batch_size, r, args.reference, args.seed, epoch)
+                for r in range(args.reference)]
+    for parts in zip(*per_rank):
+        yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-reference = distributed.launch(log_dir, "helpers", world_size, rows, epochs, batch_size, reference=True)
+reference = distributed.launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
 diff = distributed.relative_weight_difference(log_dir / "helpers-rank0-weights.pt",
                                          log_dir / f"helpers-reference{world_size}-weights.pt")
 acc = {"DDP, 2 ranks (helpers)": runs["helpers"][0]["val_accuracy"],
@@ -122,8 +200,8 @@ print(f"largest weight difference DDP vs one process, relative to the largest we
 pd.Series(acc, name="validation accuracy").to_frame()
 
 # %% slideshow={"slide_type": "-"}
-tolerance = 0.01      # relative weight difference: rounding grows over training but stays far below this
-acc_tolerance = 0.005  # validation accuracy, absolute
+tolerance = distributed.WEIGHT_TOLERANCE        # 1 % of the largest weight: rounding grows, but stays far below
+acc_tolerance = distributed.ACCURACY_TOLERANCE  # half a point of validation accuracy
 same_acc = abs(acc["DDP, 2 ranks (helpers)"] - acc["1 process, same global batches"]) < acc_tolerance
 print("weights match within 1 %:", diff < tolerance)
 print("validation accuracy matches within 0.5 points:", same_acc)
@@ -148,30 +226,65 @@ print("validation accuracy matches within 0.5 points:", same_acc)
 # GPU, broadcasts the weights once at the start, and overlaps the all-reduce of gradient buckets with the
 # backward pass. PyTorch's documentation recommends DDP even on a single machine.
 #
+# The four steps, one by one (this cell is the source of `distributed.data_parallel_by_hand`; it runs on GPUs
+# only):
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.distributed
+def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[int]) -> torch.Tensor:
+    """Do what DataParallel's forward does on GPUs, step by step; needs CUDA and `model` on device_ids[0]."""
+    from torch.nn.parallel import gather, parallel_apply, replicate, scatter
+
+    chunks = scatter(x, device_ids)                        # split the batch along dim 0, one chunk per GPU
+    replicas = replicate(model, device_ids[:len(chunks)])  # copy the weights to every GPU, at every call
+    outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
+    return gather(outputs, device_ids[0])                  # concatenate the outputs on the first GPU
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction** for a machine without a GPU: DataParallel has no devices to scatter to (`device_ids` is
 # empty), so its forward calls the module directly: the same output, and a time ratio of about 1x (one extra
-# Python call, microseconds beside the forward pass).
+# Python call, microseconds beside the forward pass). The measurement wraps the model and times both calls in
+# turns:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.distributed
+# the `distributed` benchmark's code; the notebook calls it from the package
+def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = None) -> dict:
+    """Wrap `model` in nn.DataParallel and report what it does on this machine: its devices, output, time."""
+    dp = nn.DataParallel(model)
+    device = torch.device("cuda", dp.device_ids[0]) if dp.device_ids else torch.device("cpu")
+    model.to(device)
+    x = x.to(device)
+    with torch.no_grad():
+        same = torch.allclose(dp(x), model(x), atol=1e-5)
+        times = measure.interleaved({"module": lambda: model(x), "DataParallel": lambda: dp(x)}, repeat=repeat,
+                                    device=device)
+    return {"gpus": torch.cuda.device_count(), "device_ids": list(dp.device_ids), "same_output": bool(same),
+            "module_s": measure.median(times["module"]), "dataparallel_s": measure.median(times["DataParallel"]),
+            "dataparallel_over_module": measure.ratio(times, "DataParallel", "module")}
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 dp_x = torch.randn(batch_size * world_size, 93)
 here = distributed.data_parallel_here(MLP(), dp_x)
 print("GPUs:", here["gpus"], "| DataParallel device_ids:", here["device_ids"], "| output equals the module's:", here["same_output"])
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 print(f"DataParallel over the plain module: predicted ~1x with no GPU, measured {here['dataparallel_over_module']:.2f}x"
       + (f": {'within' if abs(here['dataparallel_over_module'] - 1) < 0.2 else 'missed'} (20 %)" if not here["gpus"] else " (GPUs here)"))
 if torch.cuda.is_available():
     ids = list(range(torch.cuda.device_count()))
     gpu_model, gpu_x = MLP().cuda(), dp_x.cuda()
     with torch.no_grad():
-        by_hand = distributed.data_parallel_by_hand(gpu_model, gpu_x, ids)
+        by_hand = data_parallel_by_hand(gpu_model, gpu_x, ids)  # the cell above
         print(f"scatter -> replicate -> parallel_apply -> gather on {len(ids)} GPU(s) equals the module:",
               torch.allclose(by_hand, gpu_model(gpu_x), atol=1e-5))
 else:
-    print("no GPU: skipped scatter -> replicate -> parallel_apply -> gather (distributed.data_parallel_by_hand)")
+    print("no GPU: skipped scatter -> replicate -> parallel_apply -> gather (data_parallel_by_hand)")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# On a machine with several GPUs, `distributed.data_parallel_by_hand` performs the four steps one by one and
+# %% [markdown] slideshow={"slide_type": "-"}
+# On a machine with several GPUs, `data_parallel_by_hand` performs the four steps one by one and
 # matches `DataParallel`'s output; with one GPU, the scatter makes one chunk and the replicate one copy.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -184,15 +297,10 @@ else:
 # ranks to be about that of one process, not double it.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-single = distributed.launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size)
-def per_epoch(logs, label):
-    steady = [e for e in logs[0]["epochs"]][1:] or logs[0]["epochs"]  # epoch 0 includes warm-up
-    secs = float(np.median([e["seconds"] for e in steady]))
-    return {"run": label, "ranks": len(logs), "samples/s per rank": steady[0]["samples"] / secs,
-            "samples/s total": steady[0]["samples"] * len(logs) / secs}
-speed = pd.DataFrame([per_epoch(runs["helpers"], "DDP, helpers' loader"),
-                      per_epoch(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
-                      per_epoch(single, "1 process (torchrun, 1 rank)")])
+single = distributed.launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr)
+speed = pd.DataFrame([distributed.throughput(runs["helpers"], "DDP, helpers' loader"),  # median epoch, not the 1st
+                      distributed.throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
+                      distributed.throughput(single, "1 process (torchrun, 1 rank)")])
 speed.round(0)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -208,7 +316,7 @@ print(f"2 ranks vs 1 process, total samples/s: predicted {predicted}, measured {
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the ratio above against the prediction. With as many processes as devices (GPUs) it would approach the number of processes.
 # With two processes on the same CPU cores there is nothing extra to compute with, and each step also pays an
-# all-reduce and a second copy of the Python overhead, which is what pulls the ratio below one: the speed-up
+# all-reduce and a second copy of the Python overhead, which can pull the ratio below one: the speed-up
 # of DDP is a property of having more devices, not of having more processes.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -239,12 +347,12 @@ else:
           "for QUASI_RANDOM with distributed=True.")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = {"ddp_matches_single": float(diff < tolerance and same_acc), "relative_weight_difference": diff,
-           "shards_ok": float(checks.covered.all() and checks.disjoint.all()),
-           "ddp_total_over_single": float(ratio)}
-figures |= {f"samples_per_s_total_{i}": float(v) for i, v in enumerate(speed["samples/s total"])}
+figures = distributed.figures(checks.to_dict("records"), diff, acc["DDP, 2 ranks (helpers)"],
+                              acc["1 process, same global batches"], speed.to_dict("records"))
+knobs = {"rows": rows, "epochs": epochs, "batch_size": batch_size, "world_size": world_size, "lr": lr, "seed": seed,
+         "backend": runs["helpers"][0]["backend"]}
 print("saved", measure.save_results("12_scaling_out", figures, rows=speed.to_dict("records") + checks.to_dict("records"),
-                                   knobs=ddp, repeats=epochs).name)
+                                   knobs=knobs, repeats=epochs).name)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers' grouped shuffle (`BatchLoader(shuffle="grouped", rank=r, world_size=W)`) has no such limit: the
@@ -275,9 +383,109 @@ print("holds:", holds)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Launch with `world_size = 3`. How many indices are padded per epoch now, and which ones are repeated?
-# 2. Give the two ranks different seeds (edit `distributed.batches`). Which check above fails, and what would
-#    that do to training?
-# 3. Replace `shuffle=True` by `shuffle="grouped"` in `distributed.batches` and re-run the shard checks.
-# 4. On a machine with two GPUs, time `nn.DataParallel(MLP().cuda())` against one rank of the DDP run with the same
-#    global batch. Where does DataParallel spend the difference (profile `replicate` and `gather`)?
+# The sharding functions above run in any process, so exercises 2 and 3 call them directly, without torchrun.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** More ranks. Compute one epoch's shards for `world_size` 3 and 4 with both sharding functions shown
+# above (`sampler_batches` and `helpers_batches`, one call per rank) and check them with
+# `distributed.shard_check`. How many indices are repeated (the padding is `-train_rows % world_size`), and
+# which rows are they? Compare them with the first row of each rank: the padding repeats the first indices
+# of the common permutation, which rank 0, 1, ... start with.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex1_shards(make, train, ranks):
+    return [torch.cat([b["id"] for b in make(train, batch_size, rank, ranks, seed, 0)]).numpy()
+            for rank in range(ranks)]
+
+
+ex1_train, _, _ = distributed.otto_tensors(rows, seed)
+ex1_rows = len(ex1_train["X"])
+ex1_ok = []
+for ex1_ranks in (3, 4):
+    for ex1_name, ex1_make in (("DistributedSampler", distributed.sampler_batches),
+                               ("helpers", distributed.helpers_batches)):
+        ex1_s = ex1_shards(ex1_make, ex1_train, ex1_ranks)
+        ex1_check = distributed.shard_check(ex1_s, ex1_rows)
+        ex1_ids, ex1_counts = np.unique(np.concatenate(ex1_s), return_counts=True)
+        ex1_firsts = [int(s[0]) for s in ex1_s]
+        ex1_pad = -ex1_rows % ex1_ranks  # DistributedSampler's padding
+        print(f"{ex1_ranks} ranks, {ex1_name:>18}: {ex1_check['repeated']} repeated (padding {ex1_pad}): "
+              f"rows {ex1_ids[ex1_counts > 1].tolist()}; first row of each rank {ex1_firsts}")
+        ex1_ok.append(ex1_check["covered"] and ex1_check["disjoint"] and ex1_check["repeated"] == ex1_pad
+                      and set(ex1_ids[ex1_counts > 1].tolist()) == set(ex1_firsts[:ex1_pad]))
+assert all(ex1_ok) and len(ex1_ok) == 4
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Different seeds. Give rank 1 the seed `seed + 1` (the ranks then draw different permutations) and
+# check one epoch's shards with `distributed.shard_check`. Which check fails? Count the rows no rank trains on
+# in that epoch and the rows trained on twice: that is what the model would see.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex2_shards(train, seeds, epoch=0):
+    return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, len(seeds), s, epoch)]
+                      ).numpy() for rank, s in enumerate(seeds)]
+
+
+ex2_train, _, _ = distributed.otto_tensors(rows, seed)
+ex2_rows = len(ex2_train["X"])
+ex2_same = distributed.shard_check(ex2_shards(ex2_train, [seed, seed]), ex2_rows)
+ex2_mixed = ex2_shards(ex2_train, [seed, seed + 1])
+ex2_other = distributed.shard_check(ex2_mixed, ex2_rows)
+ex2_missing = ex2_rows - len(np.unique(np.concatenate(ex2_mixed)))
+print("same seed:      ", {k: ex2_same[k] for k in ("covered", "disjoint", "repeated")})
+print("different seeds:", {k: ex2_other[k] for k in ("covered", "disjoint", "repeated")},
+      f"| {ex2_missing} of {ex2_rows} rows never seen this epoch")
+assert ex2_same["covered"] and ex2_same["disjoint"] and not ex2_other["covered"] and ex2_missing > 0
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** The grouped shuffle. `helpers_batches` passes `shuffle` to the `BatchLoader`: give it
+# `shuffle="grouped"` (notebook 04's quasi-random order, which FFCV refuses in distributed mode) and check the
+# shards of two epochs. Are they still disjoint and covering, and does the order change between epochs? Look
+# at the first ids of a batch too: runs of neighbouring rows, as the grouped order reads them.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex3_shards(train, epoch):
+    return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, world_size, seed, epoch,
+                                                                    shuffle="grouped")]).numpy()
+            for rank in range(world_size)]
+
+
+ex3_train, _, _ = distributed.otto_tensors(rows, seed)
+ex3_epochs = [ex3_shards(ex3_train, e) for e in range(2)]
+ex3_checks = [distributed.shard_check(s, len(ex3_train["X"])) for s in ex3_epochs]
+for ex3_epoch, ex3_check in enumerate(ex3_checks):
+    print(f"epoch {ex3_epoch}:", {k: ex3_check[k] for k in ("covered", "disjoint", "repeated", "expected_padding")})
+print("rank 0, first ids of epoch 0:", ex3_epochs[0][0][:8], "| epoch 1:", ex3_epochs[1][0][:8])
+assert all(c["covered"] and c["disjoint"] for c in ex3_checks)
+assert not np.array_equal(ex3_epochs[0][0], ex3_epochs[1][0])
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** (Needs a CUDA GPU, two to see the batch split; skipped without one.) Time the four steps of
+# `data_parallel_by_hand` one by one on the global batch (`batch_size * world_size` rows of the MLP): `scatter`,
+# `replicate`, `parallel_apply` and `gather`. Where does DataParallel spend its time besides the forward pass
+# itself? Look at `replicate`: it copies every weight to every GPU at every call, which DDP does once.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex4_steps(model, x, device_ids, repeat=20):
+    from torch.nn.parallel import gather, parallel_apply, replicate, scatter
+
+    chunks = scatter(x, device_ids)
+    replicas = replicate(model, device_ids[:len(chunks)])
+    outputs = parallel_apply(replicas, [(c,) for c in chunks])
+    with torch.no_grad():
+        return measure.interleaved(
+            {"scatter": lambda: scatter(x, device_ids),
+             "replicate": lambda: replicate(model, device_ids[:len(chunks)]),
+             "parallel_apply": lambda: parallel_apply(replicas, [(c,) for c in chunks]),
+             "gather": lambda: gather(outputs, device_ids[0])}, repeat=repeat, warmup=2, device=torch.device("cuda"))
+
+
+ex4 = None
+if torch.cuda.is_available():
+    ex4_ids = list(range(torch.cuda.device_count()))
+    ex4 = ex4_steps(MLP().cuda(), torch.randn(batch_size * world_size, 93, device="cuda"), ex4_ids)
+    for ex4_name, ex4_seconds in ex4.items():
+        print(f"{ex4_name:>15}: {measure.median(ex4_seconds) * 1e6:8.1f} us on {len(ex4_ids)} GPU(s)")
+else:
+    print("skipped: no CUDA GPU here (DataParallel only scatters, replicates and gathers across GPUs)")
+assert ex4 is None or set(ex4) == {"scatter", "replicate", "parallel_apply", "gather"}

@@ -6,7 +6,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers.data import broken
-from fastloops_helpers.teach import worker_data as workerdata
+from fastloops_helpers.teach import worker_data
 from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
 
 
@@ -21,7 +21,7 @@ def planted(tmp_path_factory):
 @pytest.mark.parametrize("num_workers", [0, 2])
 def test_drops_exactly_the_planted_files_and_names_them(planted, num_workers, capsys):
     root, names = planted
-    ds = broken.SafeImageFolder(root, transform=workerdata.ResizeToTensor(16))
+    ds = broken.SafeImageFolder(root, transform=worker_data.ResizeToTensor(16))
     loader = DataLoader(ds, batch_size=3, num_workers=num_workers, collate_fn=broken.collate_drop_broken)
     report = broken.BrokenReport()
     with warnings.catch_warnings():
@@ -55,19 +55,26 @@ def test_collate_handles_all_broken_and_clean_batches():
 
 
 def test_worker_memory_datasets_agree_and_memmap_reopens(tmp_path):
-    rows = workerdata.make_rows(1, dim=8)
+    rows = worker_data.make_rows(1, dim=8)
     path = tmp_path / "rows.f32"
     rows.tofile(path)
-    sets = [workerdata.ListRows(rows), workerdata.ArrayRows(rows), workerdata.MemmapRows(path, 8)]
+    sets = [worker_data.ListRows(rows), worker_data.ArrayRows(rows), worker_data.MemmapRows(path, 8)]
     for ds in sets:
         assert len(ds) == len(rows) and np.array_equal(ds[5].numpy(), rows[5])
     import pickle
     assert len(pickle.dumps(sets[2])) < 1000  # ships the path, not the data
-    result = workerdata.worker_memory(sets[1], num_workers=0, batch_size=1024)
+    result = worker_data.worker_memory(sets[1], num_workers=0, batch_size=1024)
     assert result["workers_uss_mb"] == 0 and result["total_pss_mb"] > 0
 
 
 def test_owned_rng_repeats_across_workers_and_seed_worker_fixes_it():
-    assert workerdata.duplicated_draws(workerdata.NoisyIndex(16), 2) == 8
-    assert workerdata.duplicated_draws(workerdata.NoisyIndex(16), 2, workerdata.seed_worker) == 0
-    assert workerdata.duplicated_draws(workerdata.GlobalNoisyIndex(16), 2) == 0
+    assert worker_data.duplicated_draws(worker_data.NoisyIndex(16), 2) == 8
+    assert worker_data.duplicated_draws(worker_data.NoisyIndex(16), 2, worker_data.seed_worker) == 0
+    assert worker_data.duplicated_draws(worker_data.GlobalNoisyIndex(16), 2) == 0
+
+
+def test_the_seeds_collate_drops_none_silently_and_returns_none_when_all_are_broken():
+    image = torch.zeros(3, 2, 2, dtype=torch.uint8)
+    images, labels = worker_data.collate_drop_none([(image, 0), (None, 1), (image, 2)])
+    assert images.shape == (2, 3, 2, 2) and labels.tolist() == [0, 2]
+    assert worker_data.collate_drop_none([(None, 0), (None, 1)]) is None

@@ -9,6 +9,9 @@ def test_storage_reads_the_whole_file_both_ways(tmp_path):
     path = storage.write_file(tmp_path / "f.bin", 9)  # not a multiple of the 4 MiB chunk
     assert path.stat().st_size == 9 * 2**20
     assert storage.read_cached(path) > 0
+    assert storage.read_cached(path, repeat=1, chunk=1 << 16) > 0  # many smaller reads of the same bytes
+    with pytest.raises(ValueError, match="chunk must be >= 1"):
+        storage.read_cached(path, chunk=0)
     rate, method = storage.read_cold(path)
     assert rate > 0 and method in ("O_DIRECT", "posix_fadvise(DONTNEED), then a plain read",
                                    "page cache (no way to bypass it here)")

@@ -107,3 +107,24 @@ def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
                          step=lambda b: b[0].sum(), copy=partial(devices.move_to, device="cuda", non_blocking=True))
     stages = set(tl.frame().stage)
     assert {"pin", "copy", "fetch", "collate", "wait", "step"} <= stages
+
+
+@pytest.mark.parametrize("num_workers", [0, 1])
+def test_the_workers_experiment_steps_step_ms_per_batch(num_workers):
+    """Notebook 07's defaults reach the measurement: an epoch lasts at least batches x step_ms."""
+    from fastloops_helpers.experiments import workers
+
+    data = TensorDataset(torch.arange(24).float().unsqueeze(1), torch.arange(24))
+    rows, tls = workers.sweep(data, {"w": {"num_workers": num_workers}}, batch_size=6, step_ms=20)
+    assert rows[0]["batches"] == workers.steps(tls["w"]) == 4
+    assert rows[0]["wall_s"] >= 4 * 0.020
+    starts = workers.epoch_starts(data, 1, 6, 0, persistent_workers=True)
+    assert len(starts) == 2 and all(s > 0 for s in starts)
+
+
+def test_float_rows_hold_the_same_numbers_as_the_array():
+    from fastloops_helpers.teach import worker_data
+
+    rows = worker_data.make_rows(1, dim=8)
+    floats, array = worker_data.FloatListRows(rows), worker_data.ArrayRows(rows)
+    assert len(floats) == len(array) and torch.equal(floats[3], array[3])

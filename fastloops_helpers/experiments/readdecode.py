@@ -61,11 +61,11 @@ def decoder_figure(rates: pd.DataFrame, baseline: str = "Pillow") -> Figure:
     return fig
 
 
-def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: int) -> pd.DataFrame:
+def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: int, quality: int = 90) -> pd.DataFrame:
     """Return per size: pixels, compressed kB per image and seconds per decoded image (best pass)."""
     rows = []
     for px in sizes_px:
-        blobs = decoders.encode_jpegs(count, px)
+        blobs = decoders.encode_jpegs(count, px, quality)
         rows.append({"px": px, "pixels": px * px, "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
                      "s_per_image": 1 / decoders.images_per_second(decode, blobs)})
     return pd.DataFrame(rows)

@@ -1,10 +1,15 @@
-"""DataLoader num_workers ladder on decoded JPEGs: images/s and the share of time the loop waits for data."""
+"""DataLoader num_workers ladder on decoded JPEGs: images/s and the share of time the loop waits for data.
+
+`run(scale)` reads the sizes table once; every other function takes its sizes as arguments, so notebook 07
+passes its own defaults block to the same functions. Explained in notebooks/07_dataloader_anatomy.ipynb.
+"""
 
 from __future__ import annotations
 
 import os
 import warnings
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -18,29 +23,27 @@ from ..teach.worker_data import ResizeToTensor
 from . import BenchResult
 
 
-def jpeg_dataset(px: int | None = None) -> ImageFolder:
-    """Return the cached synthetic ImageFolder's train split, decoded and resized to `px` x `px`."""
-    px = px or config.size("anatomy.px")
-    return ImageFolder(synthetic_imagefolder() / "train", transform=ResizeToTensor(px))
+def jpeg_dataset(root: str | Path, px: int) -> ImageFolder:
+    """Return the ImageFolder's train split under `root`, decoded and resized to `px` x `px` at every access."""
+    return ImageFolder(Path(root) / "train", transform=ResizeToTensor(px))
 
 
-def make_loader(dataset: Any, num_workers: int = 0, batch_size: int | None = None, **kw: Any) -> DataLoader:
-    """Return an instrumented DataLoader over `dataset` (events recorded by `timeline`)."""
+def make_loader(dataset: Any, num_workers: int, batch_size: int, **kw: Any) -> DataLoader:
+    """Return a DataLoader over `dataset` whose fetches and collates are recorded (`timeline.instrument`)."""
     data, collate = timeline.instrument(dataset, kw.pop("collate_fn", None))
-    if num_workers == 0:
+    if num_workers == 0:  # DataLoader rejects these without workers
         kw.pop("prefetch_factor", None)
         kw.pop("persistent_workers", None)
-    return DataLoader(data, batch_size=batch_size or config.size("anatomy.batch_size"), shuffle=False,
-                      num_workers=num_workers, collate_fn=collate, **kw)
+    return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate, **kw)
 
 
-def measure_loader(loader: Any, epochs: int = 1, step_ms: float | None = None,
+def measure_loader(loader: Any, step_ms: float, epochs: int = 1,
                    wrap: Any = None) -> tuple[dict[str, Any], timeline.Timeline]:
-    """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a GPU-like step.
+    """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a `step_ms` GPU-like step.
 
     With a GPU, each batch is also copied to it (the timeline's `copy` stage); on the CPU there is no copy.
     """
-    step = timeline.gpu_like_step((config.size("anatomy.step_ms") if step_ms is None else step_ms) / 1000)
+    step = timeline.gpu_like_step(step_ms / 1000)
     device = config.device() if config.device().type == "cuda" else None
     tl = None
     with warnings.catch_warnings():
@@ -51,52 +54,72 @@ def measure_loader(loader: Any, epochs: int = 1, step_ms: float | None = None,
     return tl.summary(), tl
 
 
-def ladder() -> list[int]:
+def ladder(cores: int | None = None) -> list[int]:
     """Return the num_workers values to try: 0, 1, 2 and the number of cores."""
-    return sorted({0, 1, 2, os.cpu_count() or 1})
+    return sorted({0, 1, 2, cores or os.cpu_count() or 1})
 
 
-def sweep(dataset: Any, configs: dict[str, dict[str, Any]], epochs: int = 1,
-          step_ms: float | None = None) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
+def sweep(dataset: Any, configs: dict[str, dict[str, Any]], batch_size: int, step_ms: float,
+          epochs: int = 1) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
     """Record each named configuration (DataLoader keywords, plus `wrap`: a prefetcher class); return rows and timelines."""
     rows, timelines = [], {}
     for label, knobs in configs.items():
         knobs = dict(knobs)
         wrap = knobs.pop("wrap", None)
-        summary, tl = measure_loader(make_loader(dataset, **knobs), epochs=epochs, step_ms=step_ms, wrap=wrap)
+        loader = make_loader(dataset, knobs.pop("num_workers", 0), batch_size, **knobs)
+        summary, tl = measure_loader(loader, step_ms, epochs=epochs, wrap=wrap)
         rows.append({"config": label, "img_per_s": summary["samples_per_s"], "wait_share": summary["wait_share"],
                      "first_batch_s": summary["first_batch_s"], "wall_s": summary["wall_s"],
-                     "parallelism": timeline.parallelism(tl), "overlap": timeline.overlap_share(tl)})
+                     "batches": steps(tl), "parallelism": timeline.parallelism(tl),
+                     "overlap": timeline.overlap_share(tl)})
         timelines[label] = tl
     return rows, timelines
 
 
-def run() -> BenchResult:
+def steps(tl: timeline.Timeline) -> int:
+    """Return how many training steps (batches) a recording holds."""
+    return int((tl.frame().stage == "step").sum())
+
+
+def epoch_starts(dataset: Any, num_workers: int, batch_size: int, step_ms: float, persistent_workers: bool,
+                 **kw: Any) -> list[float]:
+    """Record two epochs; return the delay from the start of each epoch to its first batch, in seconds."""
+    loader = make_loader(dataset, num_workers, batch_size, persistent_workers=persistent_workers, **kw)
+    _, tl = measure_loader(loader, step_ms, epochs=2)
+    df = tl.frame()
+    starts = df[df.stage == "start"].start.tolist()
+    return [float(df[(df.stage == "wait") & (df.start >= s)].end.min() - s) for s in starts]
+
+
+def run(scale: str) -> BenchResult:
     """Measure one epoch per num_workers value (after one untimed epoch that warms the page cache)."""
-    dataset = jpeg_dataset()
+    px, batch_size, step_ms = (config.size(f"anatomy.{name}", scale) for name in ("px", "batch_size", "step_ms"))
+    dataset = jpeg_dataset(synthetic_imagefolder(scale), px)
+    counts = ladder()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as DataLoader does in each worker: collate's intra-op threads would fight them
     try:
-        measure_loader(make_loader(dataset, 0), step_ms=0)  # warm-up: files into the page cache
-        rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in ladder()})
+        measure_loader(make_loader(dataset, 0, batch_size), step_ms=0)  # warm-up: files into the page cache
+        rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in counts}, batch_size, step_ms)
     finally:
         torch.set_num_threads(threads)
-    for row, n in zip(rows, ladder()):
+    for row, n in zip(rows, counts):
         row["num_workers"] = n
     base = rows[0]["img_per_s"]
     best = max(rows, key=lambda r: r["img_per_s"])
     figures = {"img_per_s_workers0": base, "img_per_s_best": best["img_per_s"],
                "best_num_workers": best["num_workers"], "speedup_best_vs_0": best["img_per_s"] / base,
-               "wait_share_workers0": rows[0]["wait_share"], "wait_share_best": best["wait_share"]}
-    knobs = {"images": len(dataset), "px": config.size("anatomy.px"), "batch_size": config.size("anatomy.batch_size"),
-             "step_ms": config.size("anatomy.step_ms"), "cores": os.cpu_count(), "main_threads": 1}
+               "wait_share_workers0": rows[0]["wait_share"], "wait_share_best": best["wait_share"],
+               "workers0_epoch_s": rows[0]["wall_s"], "workers0_batches": rows[0]["batches"]}
+    knobs = {"images": len(dataset), "px": px, "batch_size": batch_size, "step_ms": step_ms,
+             "cores": os.cpu_count(), "main_threads": 1}
     return BenchResult(rows, figures, knobs=knobs, repeats=1)
 
 
 def getitem_costs(dataset: Any, batch_size: int, repeat: int | None = None) -> dict[str, float]:
     """Split one batch's fetch into its parts, in seconds: per-sample calls, the stack (copy), one batched call.
 
-    `dataset` has both `__getitem__` and `__getitems__` (e.g. teach.workers.BatchedStackedImages).
+    `dataset` has both `__getitem__` and `__getitems__` (e.g. teach.worker_data.BatchedStackedImages).
     Explained in notebooks/07_dataloader_anatomy.ipynb.
     """
     from torch.utils.data import default_collate

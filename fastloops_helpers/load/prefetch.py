@@ -118,7 +118,6 @@ class CUDAPrefetcher:
                           f"unchanged", stacklevel=3)
 
     def _stage(self, batch: Any, side: torch.cuda.Stream) -> Any:
-
         if self.pin:
             batch = pin(batch)
         with torch.cuda.stream(side):

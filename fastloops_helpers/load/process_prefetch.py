@@ -74,6 +74,7 @@ class ProcessPrefetcher:
             batches.close()
 
     def _iterate(self) -> Iterator[Any]:
+        """Start the child, yield what it sends, and stop and join it however the loop ends."""
         ctx = mp.get_context(self.start_method)
         ready, free, stop = ctx.Queue(maxsize=self.depth + 1), ctx.Queue(), ctx.Event()
         for slot in range(self.depth):
@@ -83,34 +84,38 @@ class ProcessPrefetcher:
                             name="ProcessPrefetcher", daemon=False)
         child.start()
         stager = _Stager(self.device) if self.cuda else None
-        slots: list[list[torch.Tensor]] = []
-        count = 0
         try:
-            while True:
-                message = _receive(ready, child)
-                kind = message[0]
-                if kind == "end":
-                    return
-                if kind == "error":
-                    raise _rebuilt(message[1], message[2], count)
-                if kind == "slots":
-                    slots = message[1]
-                    if stager is not None:
-                        stager.register(slots)
-                    continue
-                if kind == "batch":
-                    batch = message[1] if stager is None else stager.copy(message[1])
-                else:
-                    batch = self._from_slot(slots, message, stager)
-                    free.put(message[1])
-                yield batch
-                count += 1
+            yield from self._receive_batches(ready, free, child, stager)
         finally:
             _shutdown(child, ready, stop)
             free.close()  # its feeder thread must not outlive the epoch: the next fork would copy it mid-work
             free.join_thread()
             if stager is not None:
                 stager.unregister()
+
+    def _receive_batches(self, ready: Any, free: Any, child: Any, stager: _Stager | None) -> Iterator[Any]:
+        """Yield each batch the child announces, in order; hand its slot back once the batch is out of it."""
+        slots: list[list[torch.Tensor]] = []
+        count = 0
+        while True:
+            message = _receive(ready, child)
+            kind = message[0]
+            if kind == "end":
+                return
+            if kind == "error":
+                raise _rebuilt(message[1], message[2], count)
+            if kind == "slots":  # the ring of shared buffers, sent once, before the first slotted batch
+                slots = message[1]
+                if stager is not None:
+                    stager.register(slots)
+                continue
+            if kind == "batch":  # a batch that does not fit the slots travels as torch's shared tensors
+                batch = message[1] if stager is None else stager.copy(message[1])
+            else:
+                batch = self._from_slot(slots, message, stager)
+                free.put(message[1])
+            yield batch
+            count += 1
 
     def _from_slot(self, slots: list[list[torch.Tensor]], message: tuple, stager: _Stager | None) -> Any:
         _, slot, sizes, positions, leaves, spec = message

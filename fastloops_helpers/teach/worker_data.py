@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import psutil
 import torch
-from torch.utils.data import DataLoader, Dataset, get_worker_info
+from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
 
 class ResizeToTensor:
@@ -54,6 +54,17 @@ def no_collate(batch: Any) -> Any:
     return batch
 
 
+def collate_drop_none(batch: list[Any]) -> Any:
+    """Seed 002's collate for broken images: keep the (image, label) pairs whose image is not None.
+
+    Returns None when every image was broken (the training loop must skip it); says nothing about what it dropped.
+    """
+    batch = [(image, label) for image, label in batch if image is not None]
+    if len(batch) == 0:
+        return None
+    return default_collate(batch)
+
+
 # ------------------------------------------------------------------------------------ worker memory
 class ListRows(Dataset):
     """Rows held as a Python list of `bytes` objects: each access writes a refcount, so forked pages get copied."""
@@ -67,6 +78,20 @@ class ListRows(Dataset):
 
     def __getitem__(self, i: int) -> torch.Tensor:
         return torch.from_numpy(np.frombuffer(self.rows[i], dtype=np.float32).copy())
+
+
+class FloatListRows(Dataset):
+    """Rows held as lists of Python floats: every number is an object of its own (8x the bytes), each read writes it."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = [r.tolist() for r in rows]
+        self.dim = rows.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.tensor(self.rows[i], dtype=torch.float32)
 
 
 class ArrayRows(Dataset):

@@ -12,9 +12,12 @@
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
 # each worker notes when it fetched and collated each batch and ships those times back inside the batch; the
 # main process notes when it waited, copied and stepped (`fastloops_helpers.measure.timeline`). Every knob is then a
-# change you can see.
+# change you can see. The code that runs inside each box (the dataset, the collate, the prefetchers' loops) is
+# shown in a cell before it is timed; it lives in the package, because worker processes must import it.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
 import multiprocessing
 import os
 import warnings
@@ -23,30 +26,34 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset, default_collate
 
-from fastloops_helpers.data import broken
 from fastloops_helpers import config, measure
-from fastloops_helpers.measure import plots, timeline
+from fastloops_helpers.data import broken
+from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
+from fastloops_helpers.experiments import workers
 from fastloops_helpers.load import prefetch
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
-from fastloops_helpers.teach import worker_data as workerdata
-from fastloops_helpers.experiments import workers as bench_workers
-from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
+from fastloops_helpers.measure import plots, timeline
+from fastloops_helpers.teach import worker_data
 
+cores = os.cpu_count()  # the most workers that can run at once
 print(config.describe())
 print(measure.hardware_line())
 warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # we ask for more workers than cores on purpose
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
 px = config.size("anatomy.px")                  # decoded images are resized to px x px: bigger costs more per image
 batch_size = config.size("anatomy.batch_size")  # images per batch: bigger amortises per-batch overhead
 step_ms = config.size("anatomy.step_ms")        # the stand-in GPU step per batch: longer hides more loading
-memory_mb = config.size("anatomy.memory_mb")    # dataset size in the worker-memory experiment
-cores = os.cpu_count()                          # the most workers that can run at once
+depth = 2                                       # batches a prefetcher keeps ready: more absorbs slow batches, costs memory
+memory_mb = config.size("anatomy.memory_mb")    # dataset size in the worker-memory experiment: bigger, clearer copies
+memory_workers = config.size("anatomy.memory_workers")  # worker counts there: more shows the growth, costs RAM
 main_threads = 1                                # torch threads in the main process, as DataLoader sets in workers
-torch.set_num_threads(main_threads)
-figures, rows = {}, []
+
+# %% slideshow={"slide_type": "-"}
+torch.set_num_threads(main_threads)  # collate's torch.stack runs on this many intra-op threads
+figures = {}
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The baseline: one process does everything
@@ -55,19 +62,78 @@ figures, rows = {}, []
 # step, then starts on the next batch: the seed's "naive implementation". **Prediction:** an epoch takes the
 # sum of the two, `images x decode time + batches x step time`, and the loop waits for data most of the time
 # when decoding a batch costs more than a step.
+#
+# The code being timed: the dataset opens one JPEG per sample, decodes it with Pillow and resizes it. In
+# section 2 the same code runs in worker processes, which import it from the package, so the cells below
+# show the package's code. `make_loader` builds the DataLoader; `timeline.instrument` (off screen, as
+# plumbing) only notes when each fetch and collate ran.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.jpeg_folder.ImageFolder
+# one sample: runs in every worker process, which imports the class from the package
+def __getitem__(self, index: int) -> tuple[Any, int]:
+    path, label = self.samples[index]
+    image = self.loader(path)
+    if self.transform is not None:
+        image = self.transform(image)
+    return image, label
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.data.jpeg_folder
+# the dataset's `loader`: the decode, in the worker processes
+def pil_loader(path: str | Path) -> Image.Image:
+    """Decode an image file with Pillow and convert it to RGB (grayscale, CMYK, palette and alpha too)."""
+    with Image.open(path) as img:
+        if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
+            # composite on white, as a viewer would, instead of letting transparent pixels turn black
+            rgba = img.convert("RGBA")
+            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+            return Image.alpha_composite(white, rgba).convert("RGB")
+        return img.convert("RGB")
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.worker_data
+# the dataset's `transform`: runs in the worker processes
+class ResizeToTensor:
+    """Resize a PIL image to `px` x `px` and return it as a uint8 CHW tensor (no torchvision needed)."""
+
+    def __init__(self, px: int) -> None:
+        self.px = px
+
+    def __call__(self, image: Any) -> torch.Tensor:
+        image = image.resize((self.px, self.px))
+        return torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1)
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.workers
+# the dataset and the loader every section times (workers pickle or inherit what these build)
+def jpeg_dataset(root: str | Path, px: int) -> ImageFolder:
+    """Return the ImageFolder's train split under `root`, decoded and resized to `px` x `px` at every access."""
+    return ImageFolder(Path(root) / "train", transform=ResizeToTensor(px))
+
+
+def make_loader(dataset: Any, num_workers: int, batch_size: int, **kw: Any) -> DataLoader:
+    """Return a DataLoader over `dataset` whose fetches and collates are recorded (`timeline.instrument`)."""
+    data, collate = timeline.instrument(dataset, kw.pop("collate_fn", None))
+    if num_workers == 0:  # DataLoader rejects these without workers
+        kw.pop("prefetch_factor", None)
+        kw.pop("persistent_workers", None)
+    return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate, **kw)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-dataset = bench_workers.jpeg_dataset(px)
-_ = bench_workers.measure_loader(bench_workers.make_loader(dataset, 0), step_ms=0)  # warm the page cache
-base, base_tl = bench_workers.measure_loader(bench_workers.make_loader(dataset, 0))
+dataset = workers.jpeg_dataset(synthetic_imagefolder(), px)  # the scale's synthetic ImageFolder, written once
+_ = workers.measure_loader(workers.make_loader(dataset, 0, batch_size), step_ms=0)  # warm the page cache
+base, base_tl = workers.measure_loader(workers.make_loader(dataset, 0, batch_size), step_ms)
+n_batches = workers.steps(base_tl)
 decode_s = base_tl.frame().query("stage == 'fetch'").seconds.sum() / len(dataset)
-predicted = len(dataset) * decode_s + len(base_tl.frame().query("stage == 'step'")) * step_ms / 1000
+predicted = len(dataset) * decode_s + n_batches * step_ms / 1000
 print(f"{len(dataset)} images, decode + resize {decode_s * 1e3:.1f} ms each, step {step_ms} ms per batch")
 measure.show("epoch, predicted as a sum", predicted)
 measure.show("epoch, measured", base["wall_s"])
 print(f"epoch: predicted {predicted:.2f} s (a sum), measured {base['wall_s']:.2f} s: "
       f"{'within' if abs(base['wall_s'] / predicted - 1) < 0.15 else 'missed'} (15 %)")
-print(f"waiting for data: {base['wait_share']:.0%} of the epoch")
+print(f"waiting for data: {base['wait_share']:.0%} of the epoch; the steps alone take {n_batches} x {step_ms} ms")
+figures.update({"workers0_epoch_s": base["wall_s"], "workers0_batches": n_batches})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 fig = timeline.gantt(base_tl, title="num_workers=0: load, then step, never both")
@@ -75,9 +141,9 @@ plots.save(fig, "07_dataloader_anatomy-workers0")
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# (We run torch with one thread in the main process, as DataLoader does in each worker. With more, the
-# `torch.stack` inside collate splits each copy over intra-op threads, and on a busy machine those threads can
-# wait on each other for longer than the copy takes; exercise 4 shows it.)
+# (We run torch with `main_threads` threads in the main process, one by default, as DataLoader does in each
+# worker. With more, the `torch.stack` inside collate splits each copy over intra-op threads, and on a busy
+# machine those threads can wait on each other for longer than the copy takes; exercise 4 shows it.)
 #
 # Red is the main loop waiting in `next(loader)`, blue the fetch (decode) of a batch, green its collate, cyan
 # the step. Nothing can overlap with one process, so the epoch is the sum. The measured epoch can be longer:
@@ -94,15 +160,16 @@ print(f"recording: {per_event * 1e6:.2f} us per event, {events_per_batch:.1f} ev
 # ## 2. `num_workers`: decode batches in parallel
 #
 # Each worker is a separate process with its own Python interpreter (and its own GIL) that fetches and
-# collates whole batches, round robin. **Prediction:** with `w` workers on `c` cores, up to `min(w, c)`
-# batches decode at once, and the decoding overlaps the step. With `L` the load time of a batch in one
-# process and `S` the step, a batch then takes `max(L / min(w, c), S)` instead of `L + S`, so the speed-up is
-# at most `(L + S) / max(L / min(w, c), S)`; starting the workers costs a fixed delay before the first batch.
-# More workers than cores only share the same cores.
+# collates whole batches, round robin, with the dataset and `make_loader`'s collate shown in section 1.
+# **Prediction:** with `w` workers on `c` cores, up to `min(w, c)` batches decode at once, and the decoding
+# overlaps the step. With `L` the load time of a batch in one process and `S` the step, a batch then takes
+# `max(L / min(w, c), S)` instead of `L + S`, so the speed-up is at most `(L + S) / max(L / min(w, c), S)`;
+# starting the workers costs a fixed delay before the first batch. More workers than cores only share the
+# same cores.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-ladder = {f"num_workers={n}": {"num_workers": n} for n in bench_workers.ladder()}
-ladder_rows, ladder_tls = bench_workers.sweep(dataset, ladder)
+ladder_configs = {f"num_workers={n}": {"num_workers": n} for n in workers.ladder(cores)}
+ladder_rows, ladder_tls = workers.sweep(dataset, ladder_configs, batch_size, step_ms)
 ladder_table = pd.DataFrame(ladder_rows).set_index("config")
 ladder_table.round(3)
 
@@ -112,7 +179,7 @@ fig = timeline.gantt(two, title="num_workers=2: batches decode in two processes 
 plots.save(fig, "07_dataloader_anatomy-workers2")
 plt.show()
 L, S = batch_size * decode_s, step_ms / 1000  # one batch's load in one process, and the step
-for n in bench_workers.ladder()[1:]:
+for n in workers.ladder(cores)[1:]:
     speedup = ladder_table.img_per_s[f"num_workers={n}"] / ladder_table.img_per_s.iloc[0]
     bound = (L + S) / max(L / min(n, cores), S)
     print(f"num_workers={n}: predicted up to {bound:.2f}x, measured {speedup:.2f}x: "
@@ -138,30 +205,21 @@ print(f"with 2 workers, {timeline.parallelism(two):.2f} batches were being loade
 #   `batch_size x decode time` (printed below).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-knobs = {
+knob_configs = {
     "prefetch_factor=1": {"num_workers": 2, "prefetch_factor": 1},
     "prefetch_factor=4": {"num_workers": 2, "prefetch_factor": 4},
     "pin_memory": {"num_workers": 2, "pin_memory": True},
 }
-knob_rows, knob_tls = bench_workers.sweep(dataset, knobs)
+knob_rows, knob_tls = workers.sweep(dataset, knob_configs, batch_size, step_ms)
 print("pinning happened:", (knob_tls["pin_memory"].frame().stage == "pin").any(),
       "(DataLoader pins only when an accelerator is present)")
 knob_table = pd.DataFrame(knob_rows).set_index("config")
 print(f"prefetch_factor 4 over 1: {knob_table.img_per_s['prefetch_factor=4'] / knob_table.img_per_s['prefetch_factor=1']:.2f}x img/s")
 knob_table.round(3)
 
-
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-def epoch_starts(persistent: bool) -> list[float]:
-    """Return the delay before the first batch of each of two epochs."""
-    loader = bench_workers.make_loader(dataset, 2, persistent_workers=persistent)
-    _, tl = bench_workers.measure_loader(loader, epochs=2)
-    df = tl.frame()
-    starts = df[df.stage == "start"].start.tolist()
-    return [float(df[(df.stage == "wait") & (df.start >= s)].end.min() - s) for s in starts]
-
-
-persist = {"persistent_workers=False": epoch_starts(False), "persistent_workers=True": epoch_starts(True)}
+# two epochs each; the delay from each epoch's start to its first batch
+persist = {f"persistent_workers={p}": workers.epoch_starts(dataset, 2, batch_size, step_ms, p) for p in (False, True)}
 for label, (first, second) in persist.items():
     measure.show(f"{label}: first batch of epoch 1", first)
     measure.show(f"{label}: first batch of epoch 2", second)
@@ -174,11 +232,11 @@ print(f"persistent workers, epoch 2's first batch: predicted about {one_batch:.3
 # The prefetch depth cannot make decoding faster: when the loop is input-bound, a deeper queue only holds
 # batches that are not there yet, so expect the `prefetch_factor` rows near each other (their ratio is printed
 # above). `prefetch_factor` matters when batch times vary (one slow batch) and the step is longer than the
-# average decode: then the queue absorbs the slow batch. `persistent_workers` saves the workers' start-up at each epoch: small under `fork` (a copy of the
-# running process), larger under `spawn` (a fresh interpreter per worker that imports torch and unpickles the
-# dataset; exercise 3). Either way the first batch of an epoch still waits for one batch to be decoded; the
-# printed line compares it with that prediction (a busy machine, or both workers racing for one core, makes it
-# miss).
+# average decode: then the queue absorbs the slow batch. `persistent_workers` saves the workers' start-up at
+# each epoch: small under `fork` (a copy of the running process), larger under `spawn` (a fresh interpreter
+# per worker that imports torch and unpickles the dataset; exercise 3). Either way the first batch of an epoch
+# still waits for one batch to be decoded; the printed line compares it with that prediction (a busy machine,
+# or both workers racing for one core, makes it miss).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Prefetchers: loading while the step runs, in a thread or in one process
@@ -200,22 +258,194 @@ print(f"persistent workers, epoch 2's first batch: predicted about {one_batch:.3
 # takes `L + S` per batch; either prefetcher takes about `max(L, S)` per batch plus one `L` for the first batch,
 # and the process adds its start-up (a fork) and the shipping of each batch through shared memory.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The code being timed, from the package (the classes are imported above). `ThreadPrefetcher`: a producer
+# thread iterates the loader and puts each batch into a queue of `depth` slots; the loop takes them out in
+# order. A stop event lets either side end the epoch early, and an exception travels through the queue.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.prefetch.ThreadPrefetcher
+# the methods on the timed path: start the producer thread, fill the bounded queue, hand batches out in order
+def __iter__(self) -> Iterator[Any]:
+    slots: queue.Queue = queue.Queue(self.depth)
+    stop = threading.Event()
+    thread = threading.Thread(target=self._produce, args=(slots, stop), daemon=True, name="ThreadPrefetcher")
+    thread.start()
+    return self._consume(slots, stop, thread)
+
+
+def _produce(self, slots: queue.Queue, stop: threading.Event) -> None:
+    it = iter(self.loader)
+    try:
+        for batch in it:
+            if not self._put(slots, stop, (batch, None)):
+                return
+        self._put(slots, stop, (_END, None))
+    except Exception as exc:  # handed to the consumer, which re-raises it in its own thread
+        self._put(slots, stop, (_END, exc))
+    finally:
+        _close(it)  # in this thread: a generator cannot be closed from another while it runs
+
+
+@staticmethod
+def _put(slots: queue.Queue, stop: threading.Event, item: tuple[Any, Any]) -> bool:
+    while not stop.is_set():
+        try:
+            slots.put(item, timeout=0.05)
+            return True
+        except queue.Full:
+            continue
+    return False
+
+
+@staticmethod
+def _consume(slots: queue.Queue, stop: threading.Event, thread: threading.Thread) -> Iterator[Any]:
+    try:
+        while True:
+            batch, error = slots.get()
+            if error is not None:
+                raise error
+            if batch is _END:
+                return
+            yield batch
+    finally:
+        stop.set()
+        thread.join()
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `ProcessPrefetcher`: the child process runs `_produce`, iterating the loader (and, with slots, copying each
+# batch into a ring of shared buffers); the training process receives a small message per batch, takes the
+# batch out of shared memory and hands the slot back.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.process_prefetch
+# runs in the prefetcher's child process, which inherits (fork) or imports (spawn) it from the package
+def _produce(loader: Iterable[Any], ready: Any, free: Any, stop: Any, depth: int, use_slots: bool) -> None:
+    """Run in the child: iterate `loader`, stage each batch, send what the parent needs to find it."""
+    # as DataLoader's workers do: an OpenMP pool the parent started does not survive a fork, and a parallel
+    # copy in the child would wait for its threads forever
+    torch.set_num_threads(1)
+    slots: list[list[torch.Tensor]] | None = None
+    try:
+        for batch in loader:
+            if stop.is_set():
+                break
+            leaves, spec = tree_flatten(batch)
+            positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
+            tensors = [leaves[i] for i in positions]
+            if use_slots and slots is None and tensors:
+                slots = [[torch.empty_like(t).share_memory_() for t in tensors] for _ in range(depth)]
+                _send(ready, stop, ("slots", slots))
+            if slots is None or not _fits(slots[0], tensors):
+                _send(ready, stop, ("batch", batch))
+                continue
+            slot = _take(free, stop)
+            if slot is None:
+                break
+            sizes = [_fill(buf, t) for buf, t in zip(slots[slot], tensors)]
+            for i in positions:
+                leaves[i] = None
+            _send(ready, stop, ("slot", slot, sizes, positions, leaves, spec))
+        _send(ready, stop, ("end",))
+    except Exception as exc:  # the parent re-raises it; keep the type and message even if it does not pickle
+        _send(ready, stop, ("error", _picklable(exc), traceback.format_exc()))
+    _linger(stop)
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.process_prefetch.ProcessPrefetcher
+# the training process's side: start the child, receive each batch, stop and join the child however the loop ends
+def _iterate(self) -> Iterator[Any]:
+    """Start the child, yield what it sends, and stop and join it however the loop ends."""
+    ctx = mp.get_context(self.start_method)
+    ready, free, stop = ctx.Queue(maxsize=self.depth + 1), ctx.Queue(), ctx.Event()
+    for slot in range(self.depth):
+        free.put(slot)
+    # not a daemon: a daemon may not start processes, and the loader may have workers of its own
+    child = ctx.Process(target=_produce, args=(self.loader, ready, free, stop, self.depth, self.slots),
+                        name="ProcessPrefetcher", daemon=False)
+    child.start()
+    stager = _Stager(self.device) if self.cuda else None
+    try:
+        yield from self._receive_batches(ready, free, child, stager)
+    finally:
+        _shutdown(child, ready, stop)
+        free.close()  # its feeder thread must not outlive the epoch: the next fork would copy it mid-work
+        free.join_thread()
+        if stager is not None:
+            stager.unregister()
+
+
+def _receive_batches(self, ready: Any, free: Any, child: Any, stager: _Stager | None) -> Iterator[Any]:
+    """Yield each batch the child announces, in order; hand its slot back once the batch is out of it."""
+    slots: list[list[torch.Tensor]] = []
+    count = 0
+    while True:
+        message = _receive(ready, child)
+        kind = message[0]
+        if kind == "end":
+            return
+        if kind == "error":
+            raise _rebuilt(message[1], message[2], count)
+        if kind == "slots":  # the ring of shared buffers, sent once, before the first slotted batch
+            slots = message[1]
+            if stager is not None:
+                stager.register(slots)
+            continue
+        if kind == "batch":  # a batch that does not fit the slots travels as torch's shared tensors
+            batch = message[1] if stager is None else stager.copy(message[1])
+        else:
+            batch = self._from_slot(slots, message, stager)
+            free.put(message[1])
+        yield batch
+        count += 1
+
+
+def _from_slot(self, slots: list[list[torch.Tensor]], message: tuple, stager: _Stager | None) -> Any:
+    _, slot, sizes, positions, leaves, spec = message
+    views = [buf if n is None else buf[:n] for buf, n in zip(slots[slot], sizes)]
+    moved = stager.copy(views) if stager is not None else [v.clone() for v in views]
+    for position, tensor in zip(positions, moved):
+        leaves[position] = tensor
+    return tree_unflatten(leaves, spec)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `CUDAPrefetcher` stages batch i+1 while batch i is in use (apex's pattern): pin it, copy it on a side
+# stream, and before handing it out make the compute stream wait for that copy. Without a GPU its row below
+# is the plain loop.
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.load.prefetch.CUDAPrefetcher
+# the two steps per batch on a GPU: stage on the side stream, then make the compute stream wait for it
+def _stage(self, batch: Any, side: torch.cuda.Stream) -> Any:
+    if self.pin:
+        batch = pin(batch)
+    with torch.cuda.stream(side):
+        return move_to(batch, self.device, non_blocking=True)
+
+
+def _ready(self, batch: Any, side: torch.cuda.Stream) -> Any:
+    compute = torch.cuda.current_stream(self.device)
+    compute.wait_stream(side)
+    for t in tensors(batch):
+        t.record_stream(compute)
+    return batch
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-pre_rows, pre_tls = bench_workers.sweep(dataset, {
+pre_rows, pre_tls = workers.sweep(dataset, {
     "num_workers=0": {"num_workers": 0},
-    "ThreadPrefetcher(depth=2)": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=2)},
-    "ProcessPrefetcher(depth=2)": {"num_workers": 0, "wrap": lambda dl: ProcessPrefetcher(dl, depth=2)},
+    "ThreadPrefetcher": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=depth)},
+    "ProcessPrefetcher": {"num_workers": 0, "wrap": lambda dl: ProcessPrefetcher(dl, depth=depth)},
     "CUDAPrefetcher": {"num_workers": 0, "wrap": prefetch.CUDAPrefetcher},
-})
+}, batch_size, step_ms)
+print(f"both prefetchers keep up to depth={depth} batches ready")
 pre_table = pd.DataFrame(pre_rows).set_index("config")
 pre_table.round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-fig = timeline.gantt(pre_tls["ProcessPrefetcher(depth=2)"], title="a prefetcher process decodes while the loop steps")
+fig = timeline.gantt(pre_tls["ProcessPrefetcher"], title="a prefetcher process decodes while the loop steps")
 plots.save(fig, "07_dataloader_anatomy-process-prefetcher")
 plt.show()
-n_batches = len(base_tl.frame().query("stage == 'step'"))
-for label in ["ThreadPrefetcher(depth=2)", "ProcessPrefetcher(depth=2)"]:
+for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     predicted = n_batches * max(L, S) + L
     wall = pre_table.wall_s[label]
     print(f"{label}: predicted {predicted:.2f} s, measured {wall:.2f} s: {'within' if wall < 1.2 * predicted else 'missed'} (20 %)"
@@ -243,18 +473,47 @@ for label in ["ThreadPrefetcher(depth=2)", "ProcessPrefetcher(depth=2)"]:
 # the same bytes. So the saving is `(B c + copy) / (c + copy)`: about `B` when the copy is negligible, about 1
 # when the copy dominates. We measure `c` and the copy on their own, then the two paths in a DataLoader.
 
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.worker_data
+# the two datasets compared; a DataLoader with workers would run them in worker processes
+class StackedImages(Dataset):
+    """Decoded images held as one uint8 tensor; fetched one sample at a time (`__getitem__`)."""
+
+    def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
+        self.images, self.labels = images, labels
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.images[i], self.labels[i]
+
+
+class BatchedStackedImages(StackedImages):
+    """The same, plus `__getitems__`: one gather per batch; pair it with `collate_fn=no_collate`."""
+
+    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        index = torch.as_tensor(indices)
+        # index_select, not images[index]: advanced indexing of uint8 was much slower (torch 2.13 CPU)
+        return self.images.index_select(0, index), self.labels.index_select(0, index)
+
+
+def no_collate(batch: Any) -> Any:
+    """Return the batch as it is (for datasets whose `__getitems__` already returns a batch)."""
+    return batch
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 images = torch.stack([dataset[i][0] for i in range(len(dataset))])
 labels = torch.tensor(dataset.targets)
-costs = bench_workers.getitem_costs(workerdata.BatchedStackedImages(images, labels), batch_size)
+costs = workers.getitem_costs(worker_data.BatchedStackedImages(images, labels), batch_size)
 predicted_getitems = (costs["calls_s"] + costs["collate_s"]) / costs["getitems_s"]
 print(f"batch of {batch_size}: {batch_size} calls {costs['calls_s'] * 1e6:.0f} µs, collate (a copy of "
       f"{costs['batch_bytes'] / 1e6:.2f} MB) {costs['collate_s'] * 1e6:.0f} µs, one __getitems__ {costs['getitems_s'] * 1e6:.0f} µs")
 get_rows = []
-for label, data, collate in [("__getitem__ + default_collate", workerdata.StackedImages(images, labels), None),
-                             ("__getitems__", workerdata.BatchedStackedImages(images, labels), workerdata.no_collate)]:
-    loader = bench_workers.make_loader(data, 0, collate_fn=collate)
-    summary, tl = bench_workers.measure_loader(loader, step_ms=0)
+for label, data, collate in [("__getitem__ + default_collate", worker_data.StackedImages(images, labels), None),
+                             ("__getitems__", worker_data.BatchedStackedImages(images, labels), worker_data.no_collate)]:
+    loader = workers.make_loader(data, 0, batch_size, collate_fn=collate)
+    summary, tl = workers.measure_loader(loader, step_ms=0)  # no step: the loader alone
     per_batch = tl.frame().query("stage in ['fetch', 'collate']").groupby("batch").seconds.sum().median()
     get_rows.append({"config": label, "fetch+collate_us_per_batch": per_batch * 1e6, "img_per_s": summary["samples_per_s"]})
 get_table = pd.DataFrame(get_rows).set_index("config")
@@ -283,15 +542,64 @@ get_table.round(1)
 # psutil. **Prediction:** beyond the memory any worker holds of its own, the list adds up to one dataset per
 # worker to the total PSS; the array and the memmap add nothing.
 
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.worker_data
+# the three ways to hold the same rows; each runs in the worker processes
+class ListRows(Dataset):
+    """Rows held as a Python list of `bytes` objects: each access writes a refcount, so forked pages get copied."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = [r.tobytes() for r in rows]
+        self.dim = rows.shape[1]
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.from_numpy(np.frombuffer(self.rows[i], dtype=np.float32).copy())
+
+
+class ArrayRows(Dataset):
+    """Rows held as one numpy array: one object, one refcount; the data pages are only read, so stay shared."""
+
+    def __init__(self, rows: np.ndarray) -> None:
+        self.rows = np.ascontiguousarray(rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return torch.from_numpy(self.rows[i].copy())
+
+
+class MemmapRows(Dataset):
+    """Rows read from a raw float32 file through `np.memmap`, opened lazily in each process (page cache shared)."""
+
+    def __init__(self, path: str | Path, dim: int) -> None:
+        self.path, self.dim = str(path), dim
+        self.length = Path(path).stat().st_size // (4 * dim)
+        self._rows: np.memmap | None = None
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _rows=None)  # a memmap pickles as a full copy: reopen instead
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        if self._rows is None:
+            self._rows = np.memmap(self.path, dtype=np.float32, mode="r", shape=(self.length, self.dim))
+        return torch.from_numpy(np.array(self._rows[i]))
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rows_np = workerdata.make_rows(memory_mb)
+rows_np = worker_data.make_rows(memory_mb)
 mm_path = config.data_dir() / f"workerdata-{memory_mb}mb.f32"
 rows_np.tofile(mm_path)
-kinds = {"list of objects": workerdata.ListRows(rows_np), "numpy array": workerdata.ArrayRows(rows_np),
-         "memmap": workerdata.MemmapRows(mm_path, rows_np.shape[1])}
+kinds = {"list of objects": worker_data.ListRows(rows_np), "numpy array": worker_data.ArrayRows(rows_np),
+         "memmap": worker_data.MemmapRows(mm_path, rows_np.shape[1])}
 del rows_np  # keep only the datasets' own copies in the main process
-mem_rows = [dict(kind=kind, **workerdata.worker_memory(ds, n))
-            for kind, ds in measure.progress(kinds.items(), desc="datasets") for n in config.size("anatomy.memory_workers")]
+mem_rows = [dict(kind=kind, **worker_data.worker_memory(ds, n))
+            for kind, ds in measure.progress(kinds.items(), desc="datasets") for n in memory_workers]
 mem = pd.DataFrame(mem_rows)
 print("start method:", multiprocessing.get_start_method(), f"| dataset: {memory_mb} MB")
 mem.round(1)
@@ -337,14 +645,42 @@ for kind, bound in [("list of objects", f"up to {memory_mb} MB (one dataset)"), 
 # the same state into every worker: they draw the same "random" augmentations. DataLoader re-seeds Python's
 # `random`, torch and (since torch 1.9) numpy's global generator in each worker, so the old advice about
 # `np.random` is now handled; a `np.random.default_rng` the dataset owns is not. The fix is a `worker_init_fn`
-# that seeds it from the per-worker seed (`workerdata.seed_worker`).
+# that seeds it from the per-worker seed (`worker_data.seed_worker`).
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.worker_data
+# the datasets and the worker_init_fn run in the worker processes
+class NoisyIndex(Dataset):
+    """Return (index, a random number) from an RNG the dataset owns: copied as-is into every worker."""
+
+    def __init__(self, n: int, seed: int = 0) -> None:
+        self.n, self.rng = n, np.random.default_rng(seed)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __getitem__(self, i: int) -> tuple[int, float]:
+        return i, float(self.rng.random())
+
+
+class GlobalNoisyIndex(NoisyIndex):
+    """Return (index, a number from numpy's global RNG), which DataLoader re-seeds in each worker."""
+
+    def __getitem__(self, i: int) -> tuple[int, float]:
+        return i, float(np.random.random())
+
+
+def seed_worker(worker_id: int) -> None:
+    """Give this worker's dataset its own RNG, seeded from the per-worker seed DataLoader chose."""
+    info = get_worker_info()
+    info.dataset.rng = np.random.default_rng(info.seed)
 
 # %% slideshow={"slide_type": "subslide"}
 n = 32
 random_rows = [
-    ("dataset-owned Generator, 2 workers", workerdata.duplicated_draws(workerdata.NoisyIndex(n), 2)),
-    ("same, worker_init_fn=seed_worker", workerdata.duplicated_draws(workerdata.NoisyIndex(n), 2, workerdata.seed_worker)),
-    ("numpy global RNG, 2 workers", workerdata.duplicated_draws(workerdata.GlobalNoisyIndex(n), 2)),
+    ("dataset-owned Generator, 2 workers", worker_data.duplicated_draws(worker_data.NoisyIndex(n), 2)),
+    ("same, worker_init_fn=seed_worker", worker_data.duplicated_draws(worker_data.NoisyIndex(n), 2, worker_data.seed_worker)),
+    ("numpy global RNG, 2 workers", worker_data.duplicated_draws(worker_data.GlobalNoisyIndex(n), 2)),
 ]
 for label, dup in random_rows:
     print(f"{label:38s} repeated draws: {dup} of {n}")
@@ -356,10 +692,69 @@ for label, dup in random_rows:
 # ## 8. Broken samples: drop them in collate, and say so
 #
 # Real folders hold truncated downloads, empty files and things that are not images. The seed's collate
-# filters out `None` samples; here the dataset (`broken.SafeImageFolder`) turns a file it cannot decode into a
-# `Broken(path, reason)` marker and warns with the file name, `broken.collate_drop_broken` collates the good
-# samples and ships the dropped names with the batch (it runs in a worker, so that is the only way back), and
-# `broken.BrokenReport` skips all-broken batches and prints the count and names at the end of the epoch.
+# filters out samples whose image is `None` (its dataset returns `None` for a file it cannot read) and returns
+# `None` when nothing is left, so the training loop must skip that batch. It works, and it is silent: nothing
+# says which files were dropped, or that any were.
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.teach.worker_data
+# seed 002's collate (for (image, label) samples); a collate runs in the worker processes
+def collate_drop_none(batch: list[Any]) -> Any:
+    """Seed 002's collate for broken images: keep the (image, label) pairs whose image is not None."""
+    batch = [(image, label) for image, label in batch if image is not None]
+    if len(batch) == 0:
+        return None
+    return default_collate(batch)
+
+# %% slideshow={"slide_type": "subslide"}
+image = torch.zeros(3, 4, 4, dtype=torch.uint8)
+seed_batch = worker_data.collate_drop_none([(image, 0), (None, 1), (image, 1)])
+print("seed's collate: 3 samples in, a batch of", len(seed_batch[1]), "out; the dropped one is not named")
+print("all broken:", worker_data.collate_drop_none([(None, 0), (None, 1)]))
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The helpers keep the idea and make it speak. The dataset (`broken.SafeImageFolder`) turns a file it cannot
+# decode into a `Broken(path, reason)` marker and warns with the file name; `broken.collate_drop_broken`
+# collates the good samples and ships the dropped names with the batch (it runs in a worker, so that is the only
+# way back); `broken.BrokenReport` skips all-broken batches and prints the count and names at the end of the
+# epoch.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.broken
+# the dataset and the collate run in the worker processes
+class SafeImageFolder(ImageFolder):
+    """An ImageFolder whose undecodable files become `Broken` markers (with a warning) instead of errors."""
+
+    def __getitem__(self, index: int) -> Any:
+        try:
+            return super().__getitem__(index)
+        except DECODE_ERRORS as exc:
+            path = self.samples[index][0]
+            warnings.warn(f"broken sample {path}: {type(exc).__name__}: {exc}", stacklevel=2)
+            return Broken(path, f"{type(exc).__name__}: {exc}")
+
+
+def collate_drop_broken(samples: list[Any]) -> tuple[Any, list[str]]:
+    """Collate the good samples and return (batch or None if all were broken, the dropped file names)."""
+    good = [s for s in samples if not isinstance(s, Broken)]
+    dropped = [s.path for s in samples if isinstance(s, Broken)]
+    return (default_collate(good) if good else None), dropped
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.broken.BrokenReport
+# in the training process: wraps the loader, keeps the names, reports at the end of the epoch
+def watch(self, loader: Iterable[tuple[Any, list[str]]]) -> Iterator[Any]:
+    """Yield each non-empty batch of one epoch; at its end, print the report if `verbose`."""
+    self.dropped, self.empty_batches, self.batches = [], 0, 0
+    for batch, dropped in loader:
+        self.dropped += dropped
+        if batch is None:
+            self.empty_batches += 1
+            continue
+        self.batches += 1
+        yield batch
+    if self.verbose:
+        print(self.report())
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 bad_root = write_synthetic_imagefolder(config.data_dir() / "imagefolder-broken-demo", 10, 2, size=64)
@@ -367,7 +762,7 @@ good_file = sorted((bad_root / "train" / "ants").glob("*.jpg"))[0]
 planted = broken.plant_broken(bad_root / "train" / "bees", good_file)
 
 # %% slideshow={"slide_type": "subslide"}
-safe = broken.SafeImageFolder(bad_root / "train", transform=workerdata.ResizeToTensor(32))
+safe = broken.SafeImageFolder(bad_root / "train", transform=worker_data.ResizeToTensor(32))
 loader = DataLoader(safe, batch_size=4, num_workers=2, collate_fn=broken.collate_drop_broken)
 report = broken.BrokenReport()
 with warnings.catch_warnings():
@@ -381,27 +776,31 @@ print(f"{len(safe)} files, {used} images used, {len(report.dropped)} dropped")
 # A DataLoader with `num_workers=0` adds loading to every step; workers overlap loading with the step and
 # with each other, up to the number of free cores, at the price of a start-up per epoch (`persistent_workers`
 # removes it after the first). A prefetch thread gives the same overlap without processes when decoding
-# releases the GIL; a prefetcher process gives it without the GIL, at the price of a fork and shared memory. Workers copy any dataset held as many Python objects; keep samples in arrays or memmaps.
-# Seed RNGs the dataset owns per worker, and drop broken samples in collate with a report, never silently. This run's figures:
+# releases the GIL; a prefetcher process gives it without the GIL, at the price of a fork and shared memory.
+# Workers copy any dataset held as many Python objects; keep samples in arrays or memmaps. Seed RNGs the
+# dataset owns per worker, and drop broken samples in collate with a report, never silently. This run's figures:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+print(f"num_workers=0: an epoch of {n_batches} batches took {base['wall_s']:.2f} s, "
+      f"of which {n_batches * step_ms / 1000:.2f} s of steps ({step_ms} ms each)")
 print(f"num_workers=2 over 0: {ladder_table.img_per_s['num_workers=2'] / ladder_table.img_per_s.iloc[0]:.2f}x img/s; "
       f"{timeline.parallelism(two):.2f} batches loading at once")
-for label in ["ThreadPrefetcher(depth=2)", "ProcessPrefetcher(depth=2)"]:
+for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     print(f"{label} over the plain loop: {pre_table.img_per_s[label] / pre_table.img_per_s.iloc[0]:.2f}x img/s")
 print(f"__getitems__ over __getitem__ + collate: {measured_getitems:.2f}x per batch")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures.update({f"ladder_img_per_s_{k.split('=')[1]}": v for k, v in ladder_table.img_per_s.items()})
 figures.update({"workers2_parallelism": timeline.parallelism(two), "record_us_per_event": per_event * 1e6,
-                "thread_prefetch_speedup": pre_table.img_per_s.iloc[1] / pre_table.img_per_s.iloc[0],
-                "process_prefetch_speedup": pre_table.img_per_s.iloc[2] / pre_table.img_per_s.iloc[0],
+                "thread_prefetch_speedup": pre_table.img_per_s["ThreadPrefetcher"] / pre_table.img_per_s.iloc[0],
+                "process_prefetch_speedup": pre_table.img_per_s["ProcessPrefetcher"] / pre_table.img_per_s.iloc[0],
                 "getitems_predicted_speedup": predicted_getitems,
                 "getitems_speedup": get_table.iloc[0, 0] / get_table.iloc[1, 0]})
 figures.update({f"pss_mb_{kind.split()[0]}_w{w}": v for w, row in pss.iterrows() for kind, v in row.items()})
 path = measure.save_results("07_dataloader_anatomy", figures, rows=ladder_rows + knob_rows + pre_rows + get_rows + mem_rows,
-                           knobs={"px": px, "batch_size": batch_size, "step_ms": step_ms, "memory_mb": memory_mb,
-                                  "images": len(dataset)}, repeats=1)
+                           knobs={"px": px, "batch_size": batch_size, "step_ms": step_ms, "depth": depth,
+                                  "memory_mb": memory_mb, "memory_workers": memory_workers,
+                                  "main_threads": main_threads, "images": len(dataset)}, repeats=1)
 print("saved", path.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -410,10 +809,11 @@ print("saved", path.name)
 # Seed 002 claims that workers read batches in parallel, that a queue lets loading overlap the model, that a
 # dataset copied into each worker wastes memory, and that collate can discard broken images. The compared cell
 # states what holds with a wide margin on a busy machine: under `fork` each worker holds, beyond what it holds
-# with the numpy array, a large share of a dataset (the registry's threshold) of private memory (USS) with the list of objects; the
-# planted broken files are all reported and only they are dropped; a dataset-owned RNG repeats across workers
-# until `seed_worker`. The timing claims (two workers load more than 1.2 batches at once; the prefetchers
-# load during most of the step time) are printed in the cell after it, whose output depends on the run.
+# with the numpy array, a large share of a dataset (the registry's threshold) of private memory (USS) with the
+# list of objects; the planted broken files are all reported and only they are dropped; a dataset-owned RNG
+# repeats across workers until `seed_worker`; and the plain loop's epoch lasts at least its steps, `step_ms`
+# each. The timing claims (two workers load more than 1.2 batches at once; the prefetchers load during most of
+# the step time) are printed in the cell after it, whose output depends on the run.
 
 # %% slideshow={"slide_type": "subslide"}
 most = mem[mem.num_workers == mem.num_workers.max()].set_index("kind")
@@ -425,22 +825,107 @@ else:
 print("every planted broken file reported, nothing else dropped:",
       sorted(report.dropped) == sorted(map(str, planted)) and used == len(safe) - len(planted))
 print("dataset-owned RNG repeats across workers, seed_worker fixes it:", random_rows[0][1] > 0 and random_rows[1][1] == 0)
+print("num_workers=0: the epoch lasts at least batches x step_ms:", base["wall_s"] >= n_batches * step_ms / 1000)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print("workers load in parallel (2 workers > 1.2 batches at once):", timeline.parallelism(two) > 1.2)
-for label in ["ThreadPrefetcher(depth=2)", "ProcessPrefetcher(depth=2)"]:
+for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     print(f"{label} overlaps the step (> 50 % of step time):", timeline.overlap_share(pre_tls[label]) > 0.5)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `step_ms = 100` in the defaults block and re-run section 2. At which `num_workers` does the wait share
-#    fall to nearly zero, and why does adding workers beyond that change nothing?
-# 2. Replace `"list of objects"` by a list of Python floats per row (`r.tolist()`) in section 6. How much larger
-#    is the dataset, and how much more does each worker copy?
-# 3. Run section 3 with `multiprocessing_context="spawn"` added to the loader's keywords. How long does the
-#    first batch take now, and what does `persistent_workers` save?
-# 4. Set `main_threads = os.cpu_count()` in the defaults block and re-run sections 1 and 4. How long does the
-#    `collate` stage take now with `num_workers=0`, and what happens to it inside the prefetch thread?
-# 5. Wrap a `DataLoader(dataset, num_workers=1)` in `ProcessPrefetcher` and compare it with `num_workers=2`: this is
-#    seed 002's "sacrifice one loader process". Which one uses the two cores better, and why?
+# Each solution runs at the smoke scale with fresh names, so the cells above keep their results.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Set `step_ms = 100` in the defaults block and re-run section 2. At which `num_workers` does the wait
+# share fall to nearly zero, and why does adding workers beyond that change nothing? Look at the wait after the
+# first batch (the first one always waits for a worker to start and decode) and at `wall_s`: an epoch can never
+# be shorter than its batches times the step.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_step_ms = 100  # the exercise's step (the defaults block keeps its own for the cells above)
+ex1_rows, ex1_tls = workers.sweep(dataset, ladder_configs, batch_size, ex1_step_ms)
+for row in ex1_rows:
+    ex1_waits = ex1_tls[row["config"]].frame().query("stage == 'wait' and batch > 0").seconds.sum()
+    row["wait_after_first"] = ex1_waits / row["wall_s"]
+    print(f"{row['config']}: waits {row['wait_share']:.0%} of the epoch, {row['wait_after_first']:.0%} after the "
+          f"first batch; epoch {row['wall_s']:.2f} s, steps alone {row['batches']} x {ex1_step_ms} ms")
+ex1_first = next((r["config"] for r in ex1_rows if r["wait_after_first"] < 0.1), "none of them")
+print(f"wait after the first batch under 10 % first at: {ex1_first}; "
+      "once loading keeps up, the step sets the pace and more workers only fill the queue")
+assert all(r["wall_s"] >= r["batches"] * ex1_step_ms / 1000 for r in ex1_rows)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Hold the rows of section 6 as lists of Python floats (`worker_data.FloatListRows`, one `r.tolist()` per
+# row) instead of `bytes`. How much larger is the dataset in memory, and how much private memory do two workers
+# gain over the numpy array? Look at the size ratio and at `workers_uss_mb`.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import sys
+
+ex2_array = worker_data.make_rows(4)  # 4 MB as float32 rows: small, since the float lists are 8x larger
+ex2_sets = {"numpy array": worker_data.ArrayRows(ex2_array), "list of floats": worker_data.FloatListRows(ex2_array)}
+ex2_row = ex2_sets["list of floats"].rows[0]
+ex2_list_mb = len(ex2_array) * (sys.getsizeof(ex2_row) + len(ex2_row) * sys.getsizeof(1.0)) / 2**20
+ex2_mem = {kind: worker_data.worker_memory(ds, 2) for kind, ds in ex2_sets.items()}
+ex2_extra = ex2_mem["list of floats"]["workers_uss_mb"] - ex2_mem["numpy array"]["workers_uss_mb"]
+print(f"dataset: {ex2_array.nbytes / 2**20:.0f} MB as an array, {ex2_list_mb:.0f} MB as lists of floats "
+      f"({ex2_list_mb * 2**20 / ex2_array.nbytes:.1f}x): a float object is 24 bytes plus an 8-byte pointer")
+print(f"2 workers' private memory (USS) beyond the array's: {ex2_extra:.0f} MB "
+      f"({multiprocessing.get_start_method()}; copy-on-read needs fork)")
+if multiprocessing.get_start_method() == "fork":
+    assert ex2_extra > 0.2 * ex2_list_mb, "under fork, reading the floats should copy a good share of them"
+assert ex2_list_mb > 4 * ex2_array.nbytes / 2**20
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Start the workers with `spawn`: run section 3's `persistent_workers` measurement with
+# `multiprocessing_context="spawn"` added to the loader's keywords (one worker keeps it short). How long does
+# the first batch take now, and what does `persistent_workers` save? Compare the first batch of epoch 1 (a fresh
+# interpreter imports torch and unpickles the dataset) with epoch 2's, and with `fork`'s from section 3.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_spawn = workers.epoch_starts(dataset, 1, batch_size, step_ms, True, multiprocessing_context="spawn")
+ex3_fork = persist["persistent_workers=True"]
+print(f"spawn, persistent: first batch of epoch 1 after {ex3_spawn[0]:.2f} s, of epoch 2 after {ex3_spawn[1]:.3f} s")
+print(f"fork (section 3): epoch 1 {ex3_fork[0]:.3f} s, epoch 2 {ex3_fork[1]:.3f} s")
+print(f"persistent_workers saves about {ex3_spawn[0] - ex3_spawn[1]:.2f} s per epoch under spawn "
+      f"and {ex3_fork[0] - ex3_fork[1]:.3f} s under fork")
+assert ex3_spawn[1] < 0.5 * ex3_spawn[0], "epoch 2 should not pay spawn's interpreter start again"
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** Set `main_threads = os.cpu_count()` in the defaults block and re-run sections 1 and 4. How long does
+# the `collate` stage take now with `num_workers=0`, and what happens to it inside the prefetch thread? Look at
+# the median collate time per batch against section 1's.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_threads = os.cpu_count()
+torch.set_num_threads(ex4_threads)
+try:
+    ex4_rows, ex4_tls = workers.sweep(dataset, {
+        "num_workers=0": {"num_workers": 0},
+        "ThreadPrefetcher": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=depth)},
+    }, batch_size, step_ms)
+finally:
+    torch.set_num_threads(main_threads)  # the defaults' value again, for the cells below
+ex4_collate_ms = {label: tl.frame().query("stage == 'collate'").seconds.median() * 1e3 for label, tl in ex4_tls.items()}
+ex4_base_ms = base_tl.frame().query("stage == 'collate'").seconds.median() * 1e3
+print(f"collate per batch with {main_threads} thread(s), section 1: {ex4_base_ms:.3f} ms")
+for label, ms in ex4_collate_ms.items():
+    print(f"{label} with {ex4_threads} threads: {ms:.3f} ms")
+assert torch.get_num_threads() == main_threads and all(r["batches"] == n_batches for r in ex4_rows)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **5.** Wrap a `DataLoader(dataset, num_workers=1)` in `ProcessPrefetcher` and compare it with
+# `num_workers=2`: this is seed 002's "sacrifice one loader process". Which one uses the two cores better, and
+# why? Look at `img_per_s`, `wait_share` and `parallelism` (batches being loaded at once).
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex5_rows, ex5_tls = workers.sweep(dataset, {
+    "num_workers=2": {"num_workers": 2},
+    "ProcessPrefetcher over num_workers=1": {"num_workers": 1, "wrap": lambda dl: ProcessPrefetcher(dl, depth=depth)},
+}, batch_size, step_ms)
+ex5_table = pd.DataFrame(ex5_rows).set_index("config")
+print(ex5_table[["img_per_s", "wait_share", "first_batch_s", "parallelism"]].round(3).to_string())
+print("the prefetcher process only forwards batches: one worker decodes, so about one batch loads at a time")
+assert all(tl.samples == len(dataset) for tl in ex5_tls.values())

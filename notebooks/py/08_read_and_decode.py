@@ -13,7 +13,13 @@
 # check the seed's table of which numpy/torch conversions copy and which share memory.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
+import io
+import mmap
+import os
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -22,6 +28,7 @@ import torch
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.data import decoders, storage
+from fastloops_helpers.data.storage import CHUNK
 from fastloops_helpers.experiments import bandwidth, readdecode
 from fastloops_helpers.measure import plots
 
@@ -30,11 +37,15 @@ print(measure.hardware_line())
 # numpy 2 asks torch's __array__ for a `copy` keyword it does not take yet; the result is still a copy
 warnings.filterwarnings("ignore", message="__array__ implementation doesn't accept a copy keyword")
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
 file_mb = config.size("readdecode.file_mb")  # data file size: bigger averages out noise, costs disk and time
 n_images = config.size("readdecode.images")  # JPEGs per size and decoder: more gives steadier rates
+quality = 90                                  # JPEG quality of the test images: lower, fewer bytes to decode
 sizes_px = (128, 512)                         # two image sizes: a thumbnail and an ImageNet-like photo
 scaling_px = (32, 64, 128, 256, 512)          # sizes for the decode-time model (fixed + per pixel)
+copy_mb = 64                                  # array size in the copy experiments: bigger, further past the caches
+
+# %% slideshow={"slide_type": "-"}
 figures, rows = {}, []
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -47,6 +58,70 @@ figures, rows = {}, []
 # kernel's pages into our buffer, so it runs at about half of notebook 00's copy rate (which counts the bytes
 # read and the bytes written); the cold read at whatever the device gives, from a hard disk's or a network disk's rate to
 # an NVMe drive's, many times faster (the datasheet bars below). On a cloud VM the "disk" is often a network volume, and the host may cache it too.
+#
+# The code being timed: one loop of `readv` calls into a reusable 4 MiB buffer (`CHUNK`), run once through the
+# page cache and once past it.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.storage
+# the package's reader (tests/test_readdecode.py checks it on a small file); the cell below calls it as storage.*
+def _read_all(fd: int, buf: mmap.mmap) -> int:
+    total = 0
+    while True:
+        n = os.readv(fd, [buf])
+        if n == 0:
+            return total
+        total += n
+
+
+def read_cached(path: str | Path, repeat: int = 3, chunk: int = CHUNK) -> float:
+    """Return MB/s (median of `repeat` reads, `chunk` bytes per call) reading `path` after an untimed read cached it."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1 byte, got {chunk}")
+    buf = mmap.mmap(-1, chunk)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        def read() -> None:
+            os.lseek(fd, 0, os.SEEK_SET)
+            _read_all(fd, buf)
+        return os.fstat(fd).st_size / 2**20 / measure.median(measure.measure(read, repeat=repeat, warmup=1))
+    finally:
+        os.close(fd)
+
+
+def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
+    """Return (MB/s, method) reading `path` past the page cache: O_DIRECT, else dropping its pages first."""
+    buf = mmap.mmap(-1, CHUNK)  # page-aligned, as O_DIRECT requires
+    size_mb = Path(path).stat().st_size / 2**20
+    if hasattr(os, "O_DIRECT"):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
+        except OSError:  # tmpfs and some network or overlay file systems refuse O_DIRECT (EINVAL)
+            fd = -1
+        if fd >= 0:
+            try:
+                def direct() -> None:
+                    os.lseek(fd, 0, os.SEEK_SET)
+                    _read_all(fd, buf)
+                return size_mb / measure.median(measure.measure(direct, repeat=repeat, warmup=0)), "O_DIRECT"
+            except OSError:
+                pass
+            finally:
+                os.close(fd)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        method = "page cache (no way to bypass it here)"
+        if hasattr(os, "posix_fadvise"):
+            method = "posix_fadvise(DONTNEED), then a plain read"
+
+        def dropped_then_read() -> None:  # the drop is timed too: a system call, small beside the read
+            if hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.lseek(fd, 0, os.SEEK_SET)
+            _read_all(fd, buf)
+        return size_mb / measure.median(measure.measure(dropped_then_read, repeat=repeat, warmup=0)), method
+    finally:
+        os.close(fd)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 path = storage.write_file(config.data_dir() / f"readtest-{file_mb}mb.bin", file_mb)
@@ -85,6 +160,65 @@ table.round(0)
 # differences are per-call overhead (visible on small images) and colour conversion. If decoding cost only
 # per pixel, 512 px would take (512 / 128)^2 = 16x as long as 128 px; a fixed cost per image (opening the
 # file object, parsing headers, allocating the output, converting it to an array) pulls the ratio below the pixel-count ratio.
+#
+# The code being timed, first the seed's two: Pillow's `np.array(Image.open(img))` and jpeg4py's
+# `jpeg.JPEG(img).decode()`. Each decoder takes a JPEG's bytes and returns an RGB array of shape (H, W, 3).
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.decoders
+# the package's table of decoders (`find_decoders` tries each; tests/test_readdecode.py checks their pixels)
+def _pillow() -> Decoder:
+    from PIL import Image
+
+    return lambda data: np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+
+def _jpeg4py() -> Decoder:
+    import jpeg4py
+
+    if not _jpeg4py_works(jpeg4py):
+        raise RuntimeError("jpeg4py cannot load libturbojpeg (apt install libturbojpeg0)")
+    return lambda data: jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Then the other libjpeg-turbo wrappers the helpers try, and the loop that times them: every decoder decodes
+# the same list of JPEGs, one pass each in turn (A B C, A B C, ...), and keeps its best pass.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.decoders
+# the other candidates and the timing loop, from the package (tests/test_readdecode.py checks each decoder)
+def _simplejpeg() -> Decoder:
+    import simplejpeg
+
+    return lambda data: simplejpeg.decode_jpeg(data, colorspace="RGB")
+
+
+def _turbojpeg() -> Decoder:
+    from turbojpeg import TJPF_RGB, TurboJPEG
+
+    jpeg = TurboJPEG()  # raises if the system libturbojpeg is missing or too old for this wrapper
+    return lambda data: jpeg.decode(data, pixel_format=TJPF_RGB)
+
+
+def _opencv() -> Decoder:
+    import cv2
+
+    cv2.setNumThreads(1)  # one image per call: compare single-threaded decoders
+    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+
+
+def _torchvision() -> Decoder:
+    import torch
+    from torchvision.io import decode_jpeg
+
+    return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
+
+
+def decode_rates(found: dict[str, Decoder], blobs: Sequence[bytes], repeat: int = 3) -> dict[str, float]:
+    """Return {decoder: best pass's images per second}, the decoders' passes interleaved (A B C, A B C, ...)."""
+    passes = {name: (lambda d=decode: [d(b) for b in blobs]) for name, decode in found.items()}
+    seconds = measure.interleaved(passes, repeat=repeat, warmup=1)
+    return {name: len(blobs) / measure.best_of(s) for name, s in seconds.items()}
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 found, missing = decoders.find_decoders()
@@ -94,7 +228,7 @@ for name, why in missing.items():
     print(f"not available: {name} ({why})")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-blobs = {px: decoders.encode_jpegs(n_images, px) for px in sizes_px}
+blobs = {px: decoders.encode_jpegs(n_images, px, quality) for px in sizes_px}
 dec_rows = [{"decoder": name, "px": px, "img_per_s": rate}
             for px in measure.progress(sizes_px, desc="decoders") for name, rate in decoders.decode_rates(found, blobs[px]).items()]
 dec = pd.DataFrame(dec_rows).pivot(index="decoder", columns="px", values="img_per_s")
@@ -104,7 +238,7 @@ dec["ratio_to_Pillow_512"] = dec[512] / dec.loc["Pillow", 512]
 dec.round(1)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-scaling = readdecode.decode_scaling(found["Pillow"], scaling_px, n_images)
+scaling = readdecode.decode_scaling(found["Pillow"], scaling_px, n_images, quality)
 fixed, per_pixel = readdecode.fixed_and_per_pixel(scaling)
 at = scaling.set_index("px")
 measured_ratio = at.s_per_image[512] / at.s_per_image[128]
@@ -172,16 +306,36 @@ copy_table
 # What sharing saves: converting a big array costs a copy through RAM when it copies and nothing when it
 # shares. **Prediction:** copying `n` bytes reads `n` and writes `n`, so at notebook 00's copy rate `r`
 # (counting both) it takes `2 n / r`; the shared view is microseconds, independent of size.
+#
+# `copy_parts` then splits `torch.tensor(a)` into what it does: allocate fresh memory, and copy into it. The
+# cell is the source of the function (the package holds the same code); the notebook times this definition.
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.readdecode
+def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
+    """Time what `torch.tensor(a)` of an `nbytes` array does, in parts (seconds, one torch thread)."""
+    a = np.ones(nbytes // 4, np.float32)
+    dst = torch.empty(len(a))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
+    try:
+        s = measure.interleaved({"torch_tensor": lambda: torch.tensor(a),
+                                 "copy_into_existing": lambda: dst.copy_(torch.from_numpy(a)),
+                                 "first_touch_torch": lambda: torch.empty(len(a)).fill_(0),
+                                 "numpy_array": lambda: np.array(a)}, repeat=repeat, warmup=1)
+    finally:
+        torch.set_num_threads(threads)
+    return {name: measure.median(v) for name, v in s.items()}
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-big = np.ones(16 * 2**20, np.float32)  # 64 MiB
+big = np.ones(copy_mb * 2**20 // 4, np.float32)
 for name in ("torch.tensor(a)", "torch.from_numpy(a)"):
     seconds = measure.median(measure.measure(lambda: conversions[name][0](big), repeat=5, warmup=1))
-    measure.show(f"{name} of 64 MiB", seconds)
-    rows.append({"conversion": name, "seconds_64mib": seconds})
-parts = readdecode.copy_parts(big.nbytes)
+    measure.show(f"{name} of {copy_mb} MiB", seconds)
+    rows.append({"conversion": name, "mib": copy_mb, "seconds": seconds})
+parts = copy_parts(big.nbytes)
 predicted_copy = 2 * big.nbytes / (copy_rate * 1e9)
-print(f"torch.tensor(a): predicted {predicted_copy * 1e3:.1f} ms (2 x 64 MiB at {copy_rate:.1f} GB/s), "
+print(f"torch.tensor(a): predicted {predicted_copy * 1e3:.1f} ms (2 x {copy_mb} MiB at {copy_rate:.1f} GB/s), "
       f"measured {parts['torch_tensor'] * 1e3:.1f} ms (one thread): "
       f"{'within' if parts['torch_tensor'] < 1.5 * predicted_copy else 'missed'} (1.5x)")
 print(f"its parts: copy into memory touched before {parts['copy_into_existing'] * 1e3:.1f} ms, "
@@ -190,13 +344,13 @@ print(f"its parts: copy into memory touched before {parts['copy_into_existing'] 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Where does a copy that misses its prediction lose the time? In the parts printed above. A conversion must
-# first *allocate* 64 MiB and then write it; the kernel hands out fresh memory lazily, one page fault per page
-# on the first write. With 4 KiB pages that is 16,384 faults for 64 MiB, each costing a trap into the kernel
+# first *allocate* `copy_mb` MiB and then write it; the kernel hands out fresh memory lazily, one page fault per
+# page on the first write. With 4 KiB pages that is 16,384 faults for 64 MiB, each costing a trap into the kernel
 # and a zeroed page. numpy asks the kernel for transparent huge pages (2 MiB / 4 KiB = 512 times fewer faults) on large
 # arrays when the kernel's mode is `madvise` or `always`; torch's CPU allocator does not by default, so
 # `torch.tensor(a)` can cost several times `np.array(a)` although both copy the same bytes. The copy into
 # memory touched before is the part the prediction describes. (torch reads `THP_MEM_ALLOC_ENABLE=1` from the
-# environment to ask for huge pages too: exercise 4.)
+# environment when it starts, to ask for huge pages too: start Jupyter with it set to compare.)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. TensorRT: the seed's last step
@@ -263,7 +417,7 @@ pd.DataFrame(gpu_rows + trt_rows).round(3)
 print(f"page cache {cached:,.0f} MB/s, cold {cold:,.0f} MB/s ({method}): {cached / cold:.1f}x")
 print("decoders at 512 px, images/s: " + ", ".join(f"{name} {v:.0f}" for name, v in dec[512].sort_values(ascending=False).items()))
 print(f"Pillow 512 px over 128 px: {measured_ratio:.1f}x; fixed cost {fixed * 1e6:.0f} µs per image")
-print(f"torch.tensor(a) of 64 MiB: {parts['torch_tensor'] * 1e3:.1f} ms, of which first-touch page faults ~{parts['first_touch_torch'] * 1e3:.1f} ms")
+print(f"torch.tensor(a) of {copy_mb} MiB: {parts['torch_tensor'] * 1e3:.1f} ms, of which first-touch page faults ~{parts['first_touch_torch'] * 1e3:.1f} ms")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 if "jpeg4py" in found:  # a yes/no figure: jpeg4py decoded every image within the tolerance above
@@ -274,10 +428,11 @@ figures.update({f"decode_img_per_s_{name}_{px}px": v for (name, px), v in
                 pd.DataFrame(dec_rows).set_index(["decoder", "px"]).img_per_s.items()})
 figures.update({f"infer_s_{k}": v for k, v in inf["median"].items()})
 figures.update({"decode_512_over_128_pillow": measured_ratio, "decode_fixed_us_pillow": fixed * 1e6,
-                "torch_tensor_64mib_s": parts["torch_tensor"], "first_touch_64mib_s": parts["first_touch_torch"],
-                "copy_into_existing_64mib_s": parts["copy_into_existing"], "predicted_cached_mb_per_s": predicted_cached})
+                "torch_tensor_copy_s": parts["torch_tensor"], "first_touch_copy_s": parts["first_touch_torch"],
+                "copy_into_existing_copy_s": parts["copy_into_existing"], "predicted_cached_mb_per_s": predicted_cached})
 path = measure.save_results("08_read_and_decode", figures, rows=dec_rows + rows,
-                           knobs={"file_mb": file_mb, "images": n_images, "sizes_px": sizes_px, "cold_method": method},
+                           knobs={"file_mb": file_mb, "images": n_images, "quality": quality, "sizes_px": sizes_px,
+                                  "scaling_px": scaling_px, "copy_mb": copy_mb, "cold_method": method},
                            repeats=3)
 print("saved", path.name)
 
@@ -308,10 +463,72 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `file_mb` larger than this machine's free RAM (see notebook 00) and use `storage.read_cached`. Does the
-#    "cached" rate fall to the cold one? Why?
-# 2. Encode the images with `quality=50` in `decoders.encode_jpegs` and re-run section 2. Which decoder gains most?
-# 3. On a machine with an NVIDIA GPU, `pip install torch-tensorrt` and compare `torch_tensorrt.compile(model,
-#    inputs=[x.cuda()], enabled_precisions={torch.half})` with the eager model on the GPU.
-# 4. Restart the kernel with `THP_MEM_ALLOC_ENABLE=1` in the environment and re-run section 3. What happens to
-#    the first-touch time of fresh torch memory, and to `torch.tensor(a)`?
+# Each solution runs at the smoke scale with fresh names, so the cells above keep their results.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** A data set of many small files is read in small pieces. Read a cached file with `storage.read_cached`
+# in 512-byte chunks instead of the 4 MiB `CHUNK`: how does the rate change, and what does one system call cost?
+# Look at the rate ratio and the time per call.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_mb = 16  # small: 512-byte reads make 32,768 system calls per pass
+ex1_path = storage.write_file(config.data_dir() / f"readtest-{ex1_mb}mb.bin", ex1_mb)
+ex1_rates = {chunk: storage.read_cached(ex1_path, repeat=3, chunk=chunk) for chunk in (512, CHUNK)}
+ex1_calls = ex1_mb * 2**20 // 512
+ex1_per_call = ex1_mb / ex1_rates[512] / ex1_calls
+print(f"page cache, 512 B per call: {ex1_rates[512]:,.0f} MB/s; {CHUNK >> 20} MiB per call: {ex1_rates[CHUNK]:,.0f} MB/s "
+      f"({ex1_rates[CHUNK] / ex1_rates[512]:.0f}x)")
+print(f"512 B reads: {ex1_calls:,} calls per pass, {ex1_per_call * 1e6:.2f} µs each, mostly entering and leaving the kernel")
+assert ex1_rates[CHUNK] > 2 * ex1_rates[512], "per-call overhead should dominate 512-byte reads"
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Set `quality = 50` in the defaults block and re-run section 2. How many fewer bytes does each image
+# have, and which decoder gains most? Look at the compressed size and at each decoder's images/s at 50 over
+# its images/s at 90.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_px = max(sizes_px)
+ex2_blobs = {q: decoders.encode_jpegs(n_images, ex2_px, q) for q in (90, 50)}
+ex2_kb = {q: np.mean([len(b) for b in bs]) / 1e3 for q, bs in ex2_blobs.items()}
+ex2_rates = {q: decoders.decode_rates(found, bs) for q, bs in ex2_blobs.items()}
+print(f"{ex2_px} px: {ex2_kb[90]:.1f} kB per image at quality 90, {ex2_kb[50]:.1f} kB at 50")
+ex2_gain = {name: ex2_rates[50][name] / ex2_rates[90][name] for name in found}
+for name, gain in sorted(ex2_gain.items(), key=lambda kv: -kv[1]):
+    print(f"{name}: {ex2_rates[50][name]:.0f} img/s at quality 50, {gain:.2f}x its rate at 90")
+assert ex2_kb[50] < 0.8 * ex2_kb[90], "quality 50 should drop a good share of the bytes"
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** The seed's table covers the plain cases. Predict, then check with `shares`: does
+# `torch.as_tensor(a, dtype=torch.float64)` share a float32 array's memory? Does `torch.from_numpy(a[::2])`
+# (a strided view)? And `np.asarray(t.to(torch.float16))`? Look for which conversions must copy to change the
+# dtype, and which can describe the same bytes with other strides.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_cases = {
+    "torch.as_tensor(a, dtype=torch.float64)": (lambda a: torch.as_tensor(a, dtype=torch.float64), np.zeros(8, np.float32)),
+    "torch.from_numpy(a[::2])": (lambda a: torch.from_numpy(a[::2]), np.zeros(8, np.float32)),
+    "np.asarray(t.to(torch.float16))": (lambda t: np.asarray(t.to(torch.float16)), torch.zeros(8)),
+    "np.asarray(t[::2])": (lambda t: np.asarray(t[::2]), torch.zeros(8)),
+}
+ex3_found = {name: shares(fn, source) for name, (fn, source) in ex3_cases.items()}
+for name, shared in ex3_found.items():
+    print(f"{name}: {'shares memory' if shared else 'copies'}")
+assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.from_numpy(a[::2])": True,
+                     "np.asarray(t.to(torch.float16))": False, "np.asarray(t[::2])": True}
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** (Needs an NVIDIA GPU; the solution says what it skipped without one.) Time the pinned host-to-GPU
+# copy of section 4 for 1, 16 and 64 MiB with `readdecode.gpu_copy_rows`. From which size does the rate stop
+# growing, and why does a small copy not reach it? Look at GB/s per size: a fixed cost per copy (launch,
+# synchronisation) dominates small ones.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_rows, ex4_skipped = [], {}
+for ex4_mib in (1, 16, 64):
+    ex4_found, ex4_skipped = readdecode.gpu_copy_rows(ex4_mib * 2**20)
+    ex4_rows += ex4_found
+for way, why in ex4_skipped.items():
+    print(f"skipped {way}: {why}")
+if ex4_rows:
+    print(pd.DataFrame(ex4_rows).round(3).to_string(index=False))
+assert all(r["gb_per_s"] > 0 for r in ex4_rows) and (len(ex4_rows) >= 3 or ex4_skipped)

@@ -142,3 +142,19 @@ def test_a_verdict_near_its_threshold_is_a_tie():
     assert close.word == TIE and close.low < 1 < close.high and "interval" in str(close)
     assert verdict([0.9, 0.8, 0.85, 0.7, 0.88, 0.82], 1.0, higher_is_better=False).word == "met"
     assert verdict([1.5, 1.6, 1.4], 1.0).word == TIE  # too few rounds to decide
+
+
+def test_rounds_are_added_until_the_interval_is_narrow_or_the_budget_is_spent():
+    import itertools
+    import time as _time
+
+    from fastloops_helpers.measure import interleaved_until_steady
+
+    steady = interleaved_until_steady({"a": lambda: _time.sleep(0.002), "b": lambda: _time.sleep(0.001)}, "a", "b",
+                                      rounds=6, halfwidth=10.0)
+    assert len(steady["a"]) == len(steady["b"]) == 6  # already narrow enough: no extra round
+    noisy_a = itertools.cycle([0.001, 0.006, 0.002, 0.005])
+    noisy = interleaved_until_steady({"a": lambda: _time.sleep(next(noisy_a)), "b": lambda: _time.sleep(0.002)},
+                                     "a", "b", rounds=6, halfwidth=0.001, budget=2.0)
+    assert len(noisy["a"]) == len(noisy["b"]) > 6  # too wide: rounds were added, until about twice the time
+    assert len(noisy["a"]) < 6 * 4

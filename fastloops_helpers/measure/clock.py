@@ -90,6 +90,33 @@ def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None,
     return seconds
 
 
+def interleaved_until_steady(fns: Mapping[str, Callable[[], Any]], numerator: str, denominator: str,
+                             rounds: int = 6, halfwidth: float = 0.05, budget: float = 2.0, warmup: int = 1,
+                             device: torch.device | str | None = None) -> dict[str, list[float]]:
+    """Time `fns` interleaved for `rounds`, then add rounds while the ratio's 95 % interval is wider than
+    +-`halfwidth` of its median and the time spent is under `budget` x that of the first rounds.
+
+    It stops on the interval's width, never on where the interval lies against a threshold: stopping when a
+    verdict turns favourable would bias the verdict. Explained in notebooks/00_setup.ipynb.
+    """
+    from .stats import median, median_interval
+
+    start = now()
+    seconds = interleaved(fns, repeat=rounds, warmup=warmup, device=device, shuffle=True)
+    deadline = now() + (budget - 1) * (now() - start)
+    order = random.Random(1)
+    while now() < deadline:
+        ratios = [a / b for a, b in zip(seconds[numerator], seconds[denominator])]
+        low, high = median_interval(ratios)
+        if (high - low) / 2 <= halfwidth * median(ratios):
+            break
+        for name in order.sample(list(fns), len(fns)):
+            with Timer(device) as t:
+                fns[name]()
+            seconds[name].append(t.seconds)
+    return seconds
+
+
 def drain(iterable: Any) -> Callable[[], int]:
     """Return a function that runs one pass over `iterable` (one epoch of a loader) and returns the item count.
 

@@ -3,6 +3,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from fastloops_helpers import experiments as bench
 from fastloops_helpers.experiments import bandwidth
@@ -57,15 +58,32 @@ def test_experiments_do_not_import_each_other(name):
                 assert node.module.split(".")[0] not in bench.available(), f"{path.name} imports {node.module}"
 
 
-def test_loops_compare_gives_the_figures_notebook_01_prints():
+def test_measure_loops_gives_the_figures_notebook_01_prints():
     from fastloops_helpers.experiments import loops
 
-    result = loops.compare(3000, 300, rounds=2, slow_rounds=1, with_tf=False)
+    result = loops.measure_loops(3000, 300, 1, rounds=2, slow_rounds=1, with_tf=False)
     names = {r["loop"] for r in result.rows}
     assert names == set(loops.VECTORISED) | set(loops.SLOWER)
     assert result.rows[0]["x_fastest"] == 1.0 and all(r["epochs"] >= 1 for r in result.rows)
-    assert {"helpers_over_numpy", "dataloader_nw0_over_helpers"} <= set(result.figures)
-    assert result.knobs["tf_data"] is False
+    assert all(r["batches_per_epoch"] == 10 for r in result.rows)  # every loop cuts 3000 indices into 10 batches
+    assert {"helpers_over_numpy", "dataloader_nw0_over_helpers", "dataloader_workers_over_numpy"} <= set(result.figures)
+    assert result.knobs["tf_data"] is False and result.knobs["num_workers"] == 1
+
+
+def test_measure_loops_takes_its_sizes_from_the_caller():
+    from fastloops_helpers.experiments import loops
+
+    result = loops.measure_loops(600, 30, 0, rounds=1, slow_rounds=1, with_tf=False)
+    assert "dataloader_workers" not in {r["loop"] for r in result.rows}  # no workers asked for: none timed
+    assert {r["batches_per_epoch"] for r in result.rows} == {20}
+    assert result.knobs | {"samples": 600, "batch_size": 30} == result.knobs
+
+
+def test_the_slide_loader_is_the_one_notebook_03_shows():
+    from fastloops_helpers.teach.slide_code import FastDataloader
+
+    batches = list(FastDataloader(torch.arange(10), 4))
+    assert [len(b) for b in batches] == [4, 4, 2] and sorted(torch.cat(batches).tolist()) == list(range(10))
 
 
 def test_gather_compare_reports_every_primitive_and_the_loaders_share_of_the_best():
@@ -96,3 +114,61 @@ def test_shuffle_rows_carry_the_speedup_of_the_grouped_permutation():
     assert [r["group_size"] for r in speed] == [16, 64] and all(r["speedup_over_full"] > 0 for r in speed)
     with pytest.raises(ValueError, match="full_method"):
         shuffle.group_size_speed(4096, [16], repeat=1, full_method="sorted")
+
+
+def test_shuffle_cost_curve_times_the_slides_grouped_shuffle_it_is_given():
+    from fastloops_helpers.experiments import shuffle
+    from fastloops_helpers.teach.quasi_random import slide_grouped_permutation
+
+    calls = []
+
+    def slide(n, group_size, generator):
+        calls.append(n)
+        return slide_grouped_permutation(n, group_size, generator)
+
+    result = shuffle.cost_curve([1000], 2048, 64, repeat=1, slide=slide)
+    assert {r["n"] for r in result.rows} == {1000, 2048} and set(calls) == {1000, 2048}
+    assert {"slide's grouped (g=64)", "grouped_permutation (g=64)"} <= {r["method"] for r in result.rows}
+    assert result.figures["slide_grouped_speedup_headline"] > 0 and "grouped_speedup_2p11" in result.figures
+    assert result.knobs["sizes"] == [1000, 2048] and result.repeats == 1
+
+
+def test_getitem_times_the_fetches_it_is_given_and_compare_takes_its_sizes():
+    from fastloops_helpers.experiments import getitem
+    from fastloops_helpers.teach.slide_getitem import batched_fetch, per_sample_fetch
+
+    calls = {"per_sample": 0, "batched": 0}
+
+    def counted(name, fetch):
+        def wrapped(*args):
+            calls[name] += 1
+            return fetch(*args)
+        return wrapped
+
+    rows = getitem.sweep(torch.arange(500), [1, 10], repeat=1, per_sample=counted("per_sample", per_sample_fetch),
+                         batched=counted("batched", batched_fetch))
+    assert len(rows) == 8 and calls["per_sample"] > 0 and calls["batched"] > 0
+    result = getitem.compare(500, 3, [1, 10], repeat=1)
+    assert {r["data"] for r in result.rows} == {"index", "matrix"} and len(result.rows) == 16
+    assert result.knobs == {"rows": 500, "features": 3, "batch_sizes": [1, 10]} and result.repeats == 1
+
+
+def test_the_slides_datasets_give_the_same_batches_as_each_other():
+    from torch.utils.data import DataLoader
+
+    from fastloops_helpers.teach.slide_getitem import D, FD, batched_fetch, per_sample_fetch
+
+    data = torch.arange(10) * 3
+    per_sample = list(DataLoader(D(data), batch_size=4))
+    batched = list(DataLoader(FD(data), batch_size=4, collate_fn=lambda x: x))
+    assert all(torch.equal(a, b) for a, b in zip(per_sample, batched)) and len(batched) == 3
+    assert torch.equal(per_sample_fetch(data, [1, 5]), batched_fetch(data, torch.tensor([1, 5])))
+
+
+@pytest.mark.parametrize("name", ["getitem", "gather", "shuffle"])
+def test_run_takes_the_scale_and_nothing_else(name):
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"fastloops_helpers.experiments.{name}")
+    assert list(inspect.signature(module.run).parameters) == ["scale"]

@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 import torch
 
-from fastloops_helpers.load.order import grouped_permutation
-from fastloops_helpers.teach.quasi_random import batch_class_entropy, quasi_random_permutation
+from fastloops_helpers.load.order import EpochOrder, grouped_permutation
+from fastloops_helpers.teach.quasi_random import batch_class_entropy, quasi_random_permutation, slide_grouped_permutation
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -87,3 +87,43 @@ def test_batch_class_entropy_is_zero_for_sorted_and_near_max_for_shuffled():
     assert batch_class_entropy(labels, np.array([0, 250, 500, 750]), 4) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="fewer than one batch"):
         batch_class_entropy(labels, np.arange(3), 4)
+
+
+@pytest.mark.parametrize("n,group_size", [(1, 4), (7, 1), (16, 4), (23, 5), (3, 10), (1000, 64)])
+def test_the_slides_grouped_permutation_is_a_true_permutation(n, group_size):
+    perm = slide_grouped_permutation(n, group_size, torch.Generator().manual_seed(0))
+    assert perm.dtype == torch.int64 and sorted(perm.tolist()) == list(range(n))
+
+
+def test_the_slides_grouped_permutation_keeps_groups_together_and_shuffles_inside_them():
+    n, g = 64 * 20, 64
+    perm = slide_grouped_permutation(n, g, torch.Generator().manual_seed(4)).view(-1, g)
+    assert (perm // g == perm[:, :1] // g).all()  # every block of the output is one whole group
+    assert not torch.equal(perm[:, 0] // g, torch.arange(n // g))  # the groups' order is shuffled
+    inner = perm % g
+    assert len(torch.unique(inner, dim=0)) > 1  # each group draws its own inner order
+
+
+def test_epoch_order_hands_out_each_epoch_once_and_trims_the_short_tail():
+    order = EpochOrder(10, 4, shuffle=True, drop_last=True, seed=7)
+    assert len(order) == 2 and order.num_samples() == 10
+    epoch, first = order.next_epoch()
+    assert epoch == 0 and order.epoch == 1 and len(first) == 8
+    assert torch.equal(first, order.indices(0)[:8])
+    order.set_epoch(0)
+    assert torch.equal(order.next_epoch()[1], first)
+    with pytest.raises(ValueError, match="batch_size must be an integer >= 1, got 0"):
+        EpochOrder(10, 0)
+
+
+def test_both_loaders_hold_one_epoch_order_and_answer_from_it():
+    from fastloops_helpers import ThreadLoader
+    from fastloops_helpers.load.batch_loader import BatchLoader
+
+    kw = dict(shuffle=True, seed=3, drop_last=True, rank=1, world_size=2)
+    batch, thread = BatchLoader(torch.arange(21), 4, **kw), ThreadLoader(range(21), 4, threads=1, **kw)
+    for loader in (batch, thread):
+        assert isinstance(loader.sampler, EpochOrder) and loader.batch_size == 4 and loader.rank == 1
+        loader.epoch = 5
+        assert loader.sampler.epoch == 5 and len(loader) == len(loader.sampler) == 2
+    assert torch.equal(batch.indices(), thread.indices())

@@ -70,6 +70,6 @@ def compare(n: int, features: int, batch_size: int, rounds: int) -> BenchResult:
     return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
 
 
-def run() -> BenchResult:
-    """Time shuffled epochs of the scale's matrix for each gather and report GB/s delivered."""
-    return compare(*(config.size(f"gather.{k}") for k in ("rows", "features", "batch_size", "rounds")))
+def run(scale: str) -> BenchResult:
+    """Time shuffled epochs of `scale`'s matrix for each gather and report GB/s delivered."""
+    return compare(*(config.size(f"gather.{k}", scale) for k in ("rows", "features", "batch_size", "rounds")))

@@ -1,7 +1,9 @@
 """The cost of `__getitem__`: µs per batch of per-sample fetches + stack vs one batched fetch, by batch size.
 
 Explained in notebooks/02_getitem_cost.ipynb. `slide_example()` computes the slide's 100-item figures that
-notebook 02 shows and `python -m fastloops_helpers.book.bench getitem` saves.
+notebook 02 shows and `python -m fastloops_helpers.book.bench getitem` saves. The fetches timed are the slide's
+(`teach.slide_getitem.per_sample_fetch`, `batched_fetch`) unless the caller passes its own, as the notebook does with
+the ones its cells define.
 """
 
 from __future__ import annotations
@@ -16,41 +18,47 @@ from .. import config, measure
 from ..load import rows
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, RowDataset, SampleListDataset, collate_batch
+from ..teach.slide_getitem import batched_fetch, per_sample_fetch
 from . import BenchResult
 
+Fetch = Callable[[torch.Tensor, Any], torch.Tensor]
 
-def fetches(x: torch.Tensor, index: torch.Tensor) -> dict[str, Callable[[], Any]]:
+
+def fetches(x: torch.Tensor, index: torch.Tensor, per_sample: Fetch = per_sample_fetch,
+            batched: Fetch = batched_fetch) -> dict[str, Callable[[], Any]]:
     """Return {name: fetch the rows `index` of `x` once} for each way of fetching a batch."""
     items = index.tolist()
     return {
-        "per_sample_stack": lambda: torch.stack([x[i] for i in items]),  # what DataLoader + default_collate do
-        "per_sample_calls": lambda: [x[i] for i in items],               # the Python calls alone, no stack
-        "batched_index": lambda: x[index],                               # the slide's one call
-        "helpers_gather": lambda: rows.gather(x, index),                 # what BatchLoader uses
+        "per_sample_stack": lambda: per_sample(x, items),   # what DataLoader + default_collate do
+        "per_sample_calls": lambda: [x[i] for i in items],  # the Python calls alone, no stack
+        "batched_index": lambda: batched(x, index),         # the slide's one call
+        "helpers_gather": lambda: rows.gather(x, index),    # what BatchLoader uses
     }
 
 
-def slide_example(n: int, repeat: int | None = None) -> dict[str, float]:
+def slide_example(n: int, repeat: int | None = None, per_sample: Fetch = per_sample_fetch,
+                  batched: Fetch = batched_fetch) -> dict[str, float]:
     """Time the slide's example on `torch.arange(n)`: 100 single fetches stacked vs one batched fetch of 100.
 
     Returns µs per batch of each and their ratio (median over interleaved rounds). Explained in
     notebooks/02_getitem_cost.ipynb.
     """
     x, index = torch.arange(n), torch.arange(100)
-    both = {"per_sample": lambda: torch.stack([x[i] for i in range(100)]), "batched": lambda: x[index]}
+    both = {"per_sample": lambda: per_sample(x, range(100)), "batched": lambda: batched(x, index)}
     seconds = measure.per_call(both, repeat=repeat, block_s=0.01)
     return {"slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
             "slide_100_batched_us": measure.median(seconds["batched"]) * 1e6,
             "slide_100_speedup": measure.ratio(seconds, "per_sample", "batched")}
 
 
-def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0, repeat: int | None = None) -> list[dict[str, Any]]:
+def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0, repeat: int | None = None,
+          per_sample: Fetch = per_sample_fetch, batched: Fetch = batched_fetch) -> list[dict[str, Any]]:
     """Return one row per (batch size, fetch): µs per batch and per sample, on random row indices."""
     g = torch.Generator().manual_seed(seed)
     out = []
     for bs in measure.progress(batch_sizes, desc="batch sizes"):
         index = torch.randint(len(x), (bs,), generator=g)
-        seconds = measure.per_call(fetches(x, index), repeat=repeat)
+        seconds = measure.per_call(fetches(x, index, per_sample, batched), repeat=repeat)
         for name, values in seconds.items():
             us = measure.median(values) * 1e6
             out.append({"batch_size": bs, "fetch": name, "us_per_batch": us, "us_per_sample": us / bs})
@@ -75,11 +83,17 @@ def epoch_table(variants: dict[str, Callable[[], Any]], repeat: int) -> list[dic
     return [{"loader": k, "ms_per_epoch": measure.median(v) * 1e3} for k, v in seconds.items()]
 
 
-def run() -> BenchResult:
-    """Time the slide's example, then sweep batch sizes on a 1-D index tensor and a float matrix."""
-    n, d = config.size("loops.samples"), config.size("getitem.features")
-    figures = slide_example(n)
+def compare(n: int, features: int, batch_sizes: list[int], repeat: int) -> BenchResult:
+    """Time the slide's example, then sweep `batch_sizes` on a 1-D index tensor of `n` and an n x features matrix."""
+    figures = slide_example(n, repeat)
     found = []
-    for kind, x in (("index", torch.arange(n)), ("matrix", torch.rand(n, d))):
-        found += [dict(r, data=kind) for r in sweep(x, list(config.size("getitem.batch_sizes")))]
-    return BenchResult(found, figures, knobs={"rows": n, "features": d}, repeats=config.size("repeat"))
+    for kind, x in (("index", torch.arange(n)), ("matrix", torch.rand(n, features))):
+        found += [dict(r, data=kind) for r in sweep(x, batch_sizes, repeat=repeat)]
+    knobs = {"rows": n, "features": features, "batch_sizes": batch_sizes}
+    return BenchResult(found, figures, knobs=knobs, repeats=repeat)
+
+
+def run(scale: str) -> BenchResult:
+    """Time the slide's example and the batch-size sweep at `scale`'s sizes."""
+    return compare(config.size("loops.samples", scale), config.size("getitem.features", scale),
+                   list(config.size("getitem.batch_sizes", scale)), config.size("repeat", scale))

@@ -1,4 +1,8 @@
-"""A fresh permutation per epoch: numpy/torch full shuffles vs grouped_permutation, against N."""
+"""A fresh permutation per epoch: numpy/torch full shuffles vs the slide's and the helpers' grouped ones, against N.
+
+Explained in notebooks/04_fast_shuffle.ipynb. `cost_curve()` computes the table and figures that notebook 04 shows
+and `python -m fastloops_helpers.book.bench shuffle` saves.
+"""
 
 from __future__ import annotations
 
@@ -11,20 +15,25 @@ import torch
 
 from .. import config, measure
 from ..load.order import grouped_permutation
-from ..teach.quasi_random import batch_class_entropy, quasi_random_permutation
+from ..teach.quasi_random import batch_class_entropy, quasi_random_permutation, slide_grouped_permutation
 from . import BenchResult
 
 FULL = ("numpy permutation", "numpy shuffle (in place)", "torch randperm")
 
 
-def permuters(n: int, group_size: int, seed: int = 0) -> dict[str, Callable[[], Any]]:
-    """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present)."""
+def permuters(n: int, group_size: int, seed: int = 0,
+              slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> dict[str, Callable[[], Any]]:
+    """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present).
+
+    `slide` is the slide's grouped shuffle: notebook 04 passes the one its cell defines.
+    """
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     index = np.arange(n)
     fns = {"numpy permutation": lambda: rng.permutation(n),
            "numpy shuffle (in place)": lambda: rng.shuffle(index),
            "torch randperm": lambda: torch.randperm(n, generator=gen),
+           f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
            f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
     if torch.cuda.is_available():
         cuda_gen = torch.Generator("cuda").manual_seed(seed)
@@ -33,13 +42,14 @@ def permuters(n: int, group_size: int, seed: int = 0) -> dict[str, Callable[[], 
     return fns
 
 
-def time_permutations(n: int, group_size: int, repeat: int) -> list[dict[str, Any]]:
+def time_permutations(n: int, group_size: int, repeat: int,
+                      slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> list[dict[str, Any]]:
     """Time every permuter at size `n`, interleaved; one row per method with median seconds and ns per index.
 
-    The grouped rows carry `speedup_over_full`: the median over rounds of the fastest full CPU permutation's
-    time over theirs. Explained in notebooks/04_fast_shuffle.ipynb.
+    Every row carries `speedup_over_full`: the median over rounds of the fastest full CPU permutation's
+    time over its own. `slide` is the slide's grouped shuffle to time. Explained in notebooks/04_fast_shuffle.ipynb.
     """
-    seconds = measure.interleaved(permuters(n, group_size), repeat=repeat, warmup=1, shuffle=True)
+    seconds = measure.interleaved(permuters(n, group_size, slide=slide), repeat=repeat, warmup=1, shuffle=True)
     fastest = min(FULL, key=lambda m: measure.median(seconds[m]))
     rows = []
     for name, values in seconds.items():
@@ -50,10 +60,10 @@ def time_permutations(n: int, group_size: int, repeat: int) -> list[dict[str, An
     return rows
 
 
-def headline(rows: list[dict[str, Any]], n: int) -> float:
-    """Return how many times faster grouped_permutation (CPU) is than the fastest full CPU permutation at `n`."""
-    return next(r["speedup_over_full"] for r in rows
-                if r["n"] == n and r["method"].startswith("grouped_permutation (g="))
+def headline(rows: list[dict[str, Any]], n: int, method: str = "grouped_permutation (g=") -> float:
+    """Return how many times faster `method` (a name's start; default the helpers' grouped permutation on the
+    CPU) is than the fastest full CPU permutation at `n`."""
+    return next(r["speedup_over_full"] for r in rows if r["n"] == n and r["method"].startswith(method))
 
 
 def group_size_speed(n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm",
@@ -147,17 +157,26 @@ def quality_rows(n: int, group_sizes: Iterable[int], batch_size: int = 100, epoc
     return rows
 
 
-def run() -> BenchResult:
-    """Time full and grouped permutations over the scale's N sweep plus the headline N (2^26 at workshop)."""
-    group_size, repeat = config.size("shuffle.group_size"), config.size("shuffle.repeat")
-    n_head = config.size("shuffle.n_headline")
-    sizes = sorted(set(config.size("shuffle.sizes")) | {n_head})
-    rows = [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat)]
-    key = f"grouped_speedup_2p{round(math.log2(n_head))}"
-    figures = {key: headline(rows, n_head), "grouped_speedup_headline": headline(rows, n_head)}
-    at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_head}
-    figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_head * 1e9
+def cost_curve(sizes: Iterable[int], n_headline: int, group_size: int, repeat: int,
+               slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> BenchResult:
+    """Time full and grouped permutations at every N of `sizes` and at `n_headline`; return rows and figures.
+
+    Explained in notebooks/04_fast_shuffle.ipynb.
+    """
+    sizes = sorted(set(sizes) | {n_headline})
+    rows = [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat, slide)]
+    key = f"grouped_speedup_2p{round(math.log2(n_headline))}"
+    figures = {key: headline(rows, n_headline), "grouped_speedup_headline": headline(rows, n_headline),
+               "slide_grouped_speedup_headline": headline(rows, n_headline, "slide's grouped (g=")}
+    at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_headline}
+    figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_headline * 1e9
     at_small = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == sizes[0]}
     figures["fastest_full_ns_per_index_smallest"] = min(at_small[m] for m in FULL)
-    knobs = {"group_size": group_size, "sizes": sizes, "n_headline": n_head, "threads": torch.get_num_threads()}
+    knobs = {"group_size": group_size, "sizes": sizes, "n_headline": n_headline, "threads": torch.get_num_threads()}
     return BenchResult(rows, figures, knobs=knobs, repeats=repeat)
+
+
+def run(scale: str) -> BenchResult:
+    """Time full and grouped permutations over `scale`'s N sweep plus its headline N (2^26 at workshop)."""
+    return cost_curve(config.size("shuffle.sizes", scale), config.size("shuffle.n_headline", scale),
+                      config.size("shuffle.group_size", scale), config.size("shuffle.repeat", scale))

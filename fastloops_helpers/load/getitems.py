@@ -17,7 +17,7 @@ from ..tree import map_leaves
 
 
 class RowDataset(Dataset):
-    """The slide's per-sample Dataset: `__getitem__` returns one row of `data` (tensor, array or dict of them).
+    """The slide's per-sample `D` for any rows: `__getitem__` returns one row of `data` (tensor, array or dict of them).
 
     Explained in notebooks/02_getitem_cost.ipynb.
     """
@@ -52,7 +52,7 @@ class GetItemsMixin:
 
 
 class BatchRowDataset(GetItemsMixin, RowDataset):
-    """`RowDataset` that fetches a whole batch with one `__getitems__` call.
+    """`RowDataset` that fetches a whole batch with one `__getitems__` call (the slide's `FD`).
 
     Explained in notebooks/02_getitem_cost.ipynb.
     """

@@ -1,6 +1,8 @@
-"""FFCV's quasi-random order, replicated to be compared with grouped permutations, and a measure of batch mixing.
+"""The slide's grouped shuffle and FFCV's quasi-random order, replicated to be compared with the helpers'
+grouped permutation, and a measure of batch mixing.
 
-A teaching replica: the production order is `load.order`. Explained in notebooks/04_fast_shuffle.ipynb.
+Teaching replicas: the production order is `load.order.grouped_permutation`. Explained in
+notebooks/04_fast_shuffle.ipynb.
 """
 
 from __future__ import annotations
@@ -9,6 +11,17 @@ import numpy as np
 import torch
 
 from ..load.order import _check, _randperm
+
+
+def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The slide's fast shuffle as it reads: shuffle the order of the groups, then the indices inside each group.
+
+    One `randperm` per group, so it still draws n random numbers, but every shuffle stays inside a small group
+    that fits in the cache. Explained in notebooks/04_fast_shuffle.ipynb.
+    """
+    groups = torch.arange(n).split(group_size)
+    order = torch.randperm(len(groups), generator=generator).tolist()
+    return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
 
 
 def quasi_random_permutation(n: int, page_size: int, buffer_size: int,

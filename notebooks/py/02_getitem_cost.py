@@ -6,50 +6,83 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~20 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~19 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
 # a collate that stacks 300 small tensors. The slide times 100 single fetches stacked against one batched fetch of 100
-# (its figures are quoted below from the claims registry). Here we measure the same on this machine, sweep the batch size, and follow the fix
-# through DataLoader (`__getitems__`), including its pitfall.
+# (its figures are quoted below from the claims registry). Here we measure the same on this machine, sweep the batch
+# size, and follow the fix through DataLoader: the slide's `FD` Dataset with `__getitems__`, its pitfall, and the
+# helpers' versions of both.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from collections.abc import Callable, Sequence
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.measure import plots
-from fastloops_helpers.load import rows
-from fastloops_helpers.experiments import gather, getitem
-from fastloops_helpers.load.batch_loader import BatchLoader
-from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, collate_batch
-
 from fastloops_helpers.book import claims
+from fastloops_helpers.experiments import gather as gather_bench  # `gather` is the helpers' function shown below
+from fastloops_helpers.experiments import getitem
+from fastloops_helpers.load import rows
+from fastloops_helpers.load.batch_loader import BatchLoader
+from fastloops_helpers.measure import plots
+from fastloops_helpers.tree import map_leaves
 
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"}
-num_samples = config.size("loops.samples")        # rows of the index tensor (the slide: 300,000)
-num_features = config.size("getitem.features")    # columns of the float matrix (Otto's 93)
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+num_samples = config.size("loops.samples")        # length of the index tensor (the slide: 300,000)
 batch_sizes = list(config.size("getitem.batch_sizes"))  # the sweep; 100 is the slide's example
-loader_rows = config.size("getitem.rows")         # rows for the DataLoader comparison (per-sample is slow)
-batch_size = config.size("loops.batch_size")      # the slide's 300
+repeat = config.size("repeat")                    # timed rounds of the short fetches (more: steadier medians)
+batch_size = config.size("loops.batch_size")      # the slide's DataLoader batch of 300
+num_features = config.size("getitem.features")    # columns of the float matrix (Otto's 93); wider rows copy more
+loader_rows = config.size("getitem.rows")         # rows for the DataLoader comparisons (per-sample is slow)
+loader_epochs = config.size("loops.worker_epochs")  # timed DataLoader epochs per variant, after a warm-up
+gather_rows = config.size("gather.rows")          # rows of the matrix the gathers read (more than the caches hold)
+gather_batch_size = config.size("gather.batch_size")  # rows per gathered batch: larger amortises each call
+gather_rounds = config.size("gather.rounds")      # interleaved rounds of the gather epochs
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The slide's example: 100 fetches stacked, or one batched fetch
 #
+# The slide's two expressions, as functions: `per_sample_fetch` indexes one element per call and stacks the
+# results, as DataLoader and `default_collate` do for a per-sample Dataset; `batched_fetch` makes one indexing
+# call with a tensor of indices.
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.slide_getitem
+def per_sample_fetch(x: torch.Tensor, items: list[int]) -> torch.Tensor:
+    """The slide's slow fetch: one `x[i]` call per index, then a stack (what `default_collate` does)."""
+    return torch.stack([x[i] for i in items])
+
+
+def batched_fetch(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The slide's fast fetch: one indexing call with a tensor of indices."""
+    return x[index]
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Both return the same tensor; only the number of Python-level calls differs:
+
+# %% slideshow={"slide_type": "-"}
+xx, index = torch.arange(num_samples), torch.arange(100)
+print("same batch:", torch.equal(per_sample_fetch(xx, range(100)), batched_fetch(xx, index)))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A Python call that indexes one element of a tensor costs on the order of a µs (argument parsing,
 # a new tensor object): 100 of them plus `torch.stack` cost 100 x (0.5 to 2 µs), some 50-200 µs. One indexing
 # call with a tensor of 100 indices pays that overhead once (2 to 10 µs) and copies 800 bytes. So a ratio
-# between 50 / 10 = 5x and 200 / 2 = 100x. `getitem.slide_example` times both, interleaved, many calls per round;
-# `python -m fastloops_helpers.book.bench getitem` saves the same figures.
+# between 50 / 10 = 5x and 200 / 2 = 100x. `getitem.slide_example` times the two functions above, interleaved,
+# many calls per round; `python -m fastloops_helpers.book.bench getitem` saves the same figures.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-slide = getitem.slide_example(num_samples)
+slide = getitem.slide_example(num_samples, repeat, per_sample_fetch, batched_fetch)
 print(f"100 single fetches stacked: {slide['slide_100_per_sample_us']:.1f} µs; one batched fetch of 100: "
       f"{slide['slide_100_batched_us']:.2f} µs; {slide['slide_100_speedup']:.0f}x "
       f"(the slide: {claims.quote('slide_100_speedup')})")
@@ -60,25 +93,45 @@ _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["s
 # is then nearer half a µs) and on the high side when `torch.stack` of 0-d tensors costs more than a
 # copy per element, which depends on the torch version.
 
-# %% [markdown] slideshow={"slide_type": "-"}
-# Both results are the same tensor; only the number of Python-level calls differs:
-
-# %% slideshow={"slide_type": "-"}
-xx, index = torch.arange(num_samples), torch.arange(100)
-assert torch.equal(torch.stack([xx[i] for i in range(100)]), xx[index])
-print("same batch:", torch.equal(torch.stack([xx[i] for i in range(100)]), xx[index]))
-
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Sweep the batch size
 #
 # If the per-sample path costs a fixed amount per sample and the batched path a fixed amount per call, then the
 # per-sample path's µs per sample stays flat as the batch grows, while the batched path's µs per sample falls
-# until the copy itself dominates. We time four ways to fetch random rows: `per_sample_stack` (what DataLoader and
-# `default_collate` do), `per_sample_calls` (the Python calls alone, no stack), `batched_index` (`x[index]`, the
-# slide) and `helpers_gather` (the gather `BatchLoader` uses).
+# until the copy itself dominates. `getitem.sweep` times four ways to fetch random rows: `per_sample_stack`
+# (`per_sample_fetch`), `per_sample_calls` (the Python calls alone, no stack), `batched_index` (`batched_fetch`)
+# and `helpers_gather` (`rows.gather`, the gather `BatchLoader` uses).
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The helpers' fetch is `rows.gather`, which `BatchLoader` calls for every batch. On the CPU it picks `np.take` or
+# `index_select` (the module-level switch `rows.CPU_GATHER`, whose default `"measure"` lets `BatchLoader` choose
+# per epoch, as the gather section below explains), on a GPU `index_select`:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.rows
+# the notebook calls the package's `rows.gather` (so do BatchLoader and `helpers_gather`): it reads rows.CPU_GATHER
+def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -> torch.Tensor:
+    """Return the rows `index` of one tensor with `primitive` (default: CPU_GATHER) on the CPU, index_select elsewhere."""
+    if index.device != x.device:
+        index = index.to(x.device)
+    if x.device.type != "cpu":
+        return x.index_select(0, index)
+    primitive = primitive or (CPU_GATHER if CPU_GATHER != "measure" else "numpy")
+    if primitive == "numpy" and x.dim() == 1:
+        # one value per row: np.take would first cast the int32 epoch order to intp (an extra pass over the
+        # index); index_select takes it as it is, and on one thread it does not wait for a busy core
+        with one_thread():
+            return x.index_select(0, index)
+    if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
+        return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
+    if primitive == "advanced":
+        return x[index]
+    return x.index_select(0, index)
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-sweep = pd.DataFrame(getitem.sweep(xx, batch_sizes))
+sweep = pd.DataFrame(getitem.sweep(xx, batch_sizes, repeat=repeat, per_sample=per_sample_fetch,
+                                   batched=batched_fetch))
 sweep.pivot(index="batch_size", columns="fetch", values="us_per_sample").round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -103,10 +156,10 @@ def part_fns(bs: int) -> dict:
     items = torch.randint(num_samples, (bs,)).tolist()
     fetched = [xx[i] for i in items]
     return {"python calls": lambda: [xx[i] for i in items], "stack (collate)": lambda: torch.stack(fetched),
-            "one batched call": lambda: xx[torch.tensor(items)]}
+            "one batched call": lambda: batched_fetch(xx, torch.tensor(items))}
 
 
-parts = {bs: {k: measure.median(v) * 1e6 for k, v in measure.per_call(part_fns(bs)).items()}
+parts = {bs: {k: measure.median(v) * 1e6 for k, v in measure.per_call(part_fns(bs), repeat=repeat).items()}
          for bs in (100, batch_size)}
 parts = pd.DataFrame(parts).T.rename_axis("batch_size")
 parts.round(1)
@@ -126,12 +179,29 @@ for bs, row in parts.iterrows():
 # Real rows are wider: Otto has 93 float32 features per row. Gathering 1024 shuffled rows from a 300,000 x 93
 # matrix moves 1024 x 93 x 4 B, about 380 KB, per batch, so the limit is memory bandwidth (notebook 00 measured
 # this machine's copy rate). torch offers two gathers (`index_select` and advanced indexing `x[index]`) and numpy
-# one (`np.take`); `experiments.gather.run()`, the function behind `python -m fastloops_helpers.book.bench gather`,
-# times a shuffled epoch of each, interleaved over rounds in a new order each round, plus `BatchLoader` (which
-# picks between `np.take` and `index_select`) and the per-row stack for scale.
+# one (`np.take`); the per-row stack is there for scale. These are the candidates the benchmark times:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.gather
+# the candidates of `python -m fastloops_helpers.book.bench gather`, whose `compare` the cell after next runs
+def primitives(x: torch.Tensor) -> dict[str, Callable[[torch.Tensor], object]]:
+    """Return {name: fetch(indices)} for the gather primitives torch and numpy offer."""
+    xn = x.numpy()
+    return {
+        "index_select": lambda i: x.index_select(0, i),
+        "advanced_indexing": lambda i: x[i],
+        "np_take": lambda i: torch.from_numpy(np.take(xn, i.numpy(), axis=0)),
+        "per_row_stack": lambda i: torch.stack([x[j] for j in i.tolist()]),
+    }
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# `gather_bench.compare` (the function behind `python -m fastloops_helpers.book.bench gather`) times a shuffled
+# epoch of each primitive, interleaved over rounds in a new order each round, plus `BatchLoader`, whose `gather`
+# (shown in the sweep section) picks `np.take` or `index_select`.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-gathers = gather.run()
+gathers = gather_bench.compare(gather_rows, num_features, gather_batch_size, gather_rounds)
 gathers.table().round(3)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -166,41 +236,153 @@ def serial_randperm():
 
 
 both = measure.interleaved({"randperm, torch threads": lambda: torch.randperm(num_samples, dtype=torch.int32),
-                            "randperm, one thread": serial_randperm}, shuffle=True)
+                            "randperm, one thread": serial_randperm}, repeat=repeat, shuffle=True)
 for name, values in both.items():
     measure.show(name, measure.median(values))
 print(f"one thread / torch threads: {measure.ratio(both, 'randperm, one thread', 'randperm, torch threads'):.2f}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## `__getitems__` through DataLoader, and its pitfall
+# ## `__getitems__` through DataLoader: the slide's Datasets
 #
 # Since PyTorch 2.1, DataLoader calls `dataset.__getitems__(list_of_indices)` once per batch when the Dataset has
-# it. `BatchRowDataset` adds it to the slide's per-sample Dataset (`load.getitems`) and returns the batch as one
-# tensor. But DataLoader still passes whatever `__getitems__` returns to `collate_fn`, and `default_collate`
-# expects a *list of samples*: given one batch tensor (or a dict of them) it fails.
+# it. The slide's `D` answers one index per call; its `FD` adds `__getitems__`, which indexes the data once with
+# the whole list. The code is the slide's:
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_getitem
+class D(Dataset):
+    """The slide's per-sample Dataset: DataLoader calls `__getitem__` once per index of a batch."""
+
+    def __init__(self, data):
+        self.data = data
+
+    def __getitem__(self, idx):
+        return self.data[idx]
+
+    def __len__(self):
+        return len(self.data)
+
+
+class FD(D):
+    """The slide's batched Dataset: DataLoader calls `__getitems__` once per batch with the list of its indices."""
+
+    def __getitems__(self, idxs):
+        return self[idxs]
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The pitfall: DataLoader still passes whatever `__getitems__` returns to `collate_fn`, and `default_collate`
+# expects a *list of samples*. Given one batch tensor it fails, which is why the slide passes
+# `collate_fn=lambda x: x`:
 
 # %% slideshow={"slide_type": "-"}
 try:
-    next(iter(DataLoader(BatchRowDataset(torch.arange(10)), batch_size=4)))
+    next(iter(DataLoader(FD(torch.arange(10)), batch_size=4)))
 except (TypeError, KeyError) as err:
     print("default_collate on a batch tensor fails:", type(err).__name__)
+print("with lambda x: x:", next(iter(DataLoader(FD(torch.arange(10)), batch_size=4, collate_fn=lambda x: x))))
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **Prediction.** Through DataLoader, `D` pays a Python call per sample plus a stack per batch (the sweep's
+# per-sample path), `FD` one call per batch; both pay DataLoader's own per-batch work (the sampler yields the
+# batch's indices one by one). So `FD` should win by at least 2x, and by less than the sweep's ratio at the batch
+# size nearest to the loader's. The slide's loop, timed on `torch.arange(loader_rows)`:
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+slide_data = torch.arange(loader_rows)
+slide_loaders = {
+    "D, default_collate": measure.drain(DataLoader(D(slide_data), batch_size=batch_size, shuffle=True)),
+    "FD, lambda x: x": measure.drain(DataLoader(FD(slide_data), batch_size=batch_size, shuffle=True,
+                                                collate_fn=lambda x: x)),
+}
+slide_epochs = pd.DataFrame(getitem.epoch_table(slide_loaders, repeat=loader_epochs)).set_index("loader")
+print(slide_epochs.round(2))
+near = min(batch_sizes, key=lambda b: abs(b - batch_size))
+ceiling = at[near, "per_sample_stack"] / at[near, "batched_index"]  # the sweep's ratio, without DataLoader
+_ = measure.predicted(f"FD over D per epoch (ceiling: the sweep at batch {near})", 2, ceiling,
+                      slide_epochs.ms_per_epoch.iloc[0] / slide_epochs.ms_per_epoch.iloc[1], "x")
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## The helpers' Datasets
+#
+# `load.getitems` generalises the slide's pair to any rows: a tensor, a numpy array (or memmap) or a dict of them.
+# `RowDataset` is `D`; a batch index goes through the fast gather (`rows.take`, which applies `gather` to every
+# field).
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.getitems
+# runs in DataLoader worker processes, so the notebook uses the package's classes (imported two cells below)
+class RowDataset(Dataset):
+    """The slide's per-sample `D` for any rows: `__getitem__` returns one row of `data` (tensor, array or dict)."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = rows.to_tensors(data)
+        self.length = rows.num_rows(self.data)
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, index: Any) -> Any:
+        return _index(self.data, index)
+
+
+def _index(data: Any, index: Any) -> Any:
+    if isinstance(index, torch.Tensor) and index.dim() == 1:
+        return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
+    return map_leaves(lambda leaf: leaf[index], data)
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# There are two ways out. The documented one: `__getitems__` gathers the batch at once but returns a list of samples
-# (`load.getitems.SampleListDataset`), and `default_collate` stacks them again: one gather, but still a stack over
-# samples. The slide's: keep the batch and pass it through with a collate that returns it unchanged
-# (`load.getitems.collate_batch`; the slide writes `lambda x: x`, which breaks with workers under spawn because a lambda
-# cannot be pickled).
+# `BatchRowDataset` is `FD`. Its partner `collate_batch` does what the slide's `lambda x: x` does, but as a
+# module-level function: a lambda cannot be pickled, so it breaks DataLoader workers under spawn and forkserver.
+# `SampleListDataset` is the documented way out: `__getitems__` gathers the batch at once but returns a list of
+# samples, and `default_collate` stacks them again (one gather, but still a stack over samples).
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.getitems
+# runs in DataLoader worker processes, so the last line imports the package's classes
+class GetItemsMixin:
+    """Give a Dataset whose `__getitem__` accepts an index tensor a batched `__getitems__`."""
+
+    def __getitems__(self, indices: Sequence[int]) -> Any:
+        return self[torch.as_tensor(indices)]
+
+
+class BatchRowDataset(GetItemsMixin, RowDataset):
+    """`RowDataset` that fetches a whole batch with one `__getitems__` call (the slide's `FD`)."""
+
+
+class SampleListDataset(RowDataset):
+    """`RowDataset` whose `__getitems__` gathers a batch at once but returns a list of samples (as the docs ask)."""
+
+    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
+        return _samples(self[torch.as_tensor(indices)])
+
+
+def _samples(batch: Any) -> list[Any]:
+    return rows.unzip(map_leaves(lambda leaf: rows.Parts(list(leaf.unbind(0))), batch))
+
+
+def collate_batch(batch: Any) -> Any:
+    """Return an already-batched `__getitems__` result unchanged (DataLoader's collate_fn)."""
+    return batch
+
+
+from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, SampleListDataset, collate_batch
+
+# %% slideshow={"slide_type": "subslide"}
 ds = BatchRowDataset(torch.arange(10))
 passed = next(iter(DataLoader(ds, batch_size=4, collate_fn=collate_batch)))
 print("collate_batch:", tuple(passed.shape), "| equal to the first 4 rows:", torch.equal(passed, torch.arange(4)))
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% [markdown] slideshow={"slide_type": "-"}
+# `getitem.dataloader_variants` makes one shuffled epoch of DataLoader with each of them, and of `BatchLoader`
+# (notebook 03), on a `loader_rows` x `num_features` float matrix:
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 matrix = torch.rand(loader_rows, num_features)
 variants = getitem.dataloader_variants(matrix, batch_size)
-epochs = pd.DataFrame(getitem.epoch_table(variants, repeat=config.size("loops.worker_epochs")))
+epochs = pd.DataFrame(getitem.epoch_table(variants, repeat=loader_epochs))
 epochs["x_fastest"] = epochs["ms_per_epoch"] / epochs["ms_per_epoch"].min()
 epochs.round(2)
 
@@ -245,13 +427,15 @@ print(f"__getitems__ + collate_batch: {slow / fixed:.0f}x faster than per-sample
 # A per-sample fetch costs a Python call per sample, and collate adds a stack; one batched fetch pays its overhead
 # once per batch, so its cost per sample falls with the batch size while the per-sample path stays flat. Through
 # DataLoader, `__getitems__` recovers much of the gap only with a collate that passes the batch through; the
-# remaining cost is DataLoader's per-index sampler, which `BatchLoader` (notebook 03) removes. For wide rows the
-# gather primitive matters: advanced indexing takes the general path, and the best of the other two depends on
-# the cores free at the moment. This run's figures:
+# remaining cost is DataLoader's machinery around the fetch: its sampler hands out indices as Python ints, and
+# `__getitems__` receives them as a list to turn back into an index; `BatchLoader` (notebook 03) slices one
+# permutation tensor instead. For wide rows the gather primitive matters: advanced indexing takes the general
+# path, and the best of the other two depends on the cores free at the moment. This run's figures:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 figures = dict(slide, getitems_collate_speedup=slow / fixed, helpers_gb_per_s=gathers.figures["helpers_gb_per_s"],
-               helpers_over_best_primitive=gathers.figures["helpers_over_best_primitive"])
+               helpers_over_best_primitive=gathers.figures["helpers_over_best_primitive"],
+               slide_fd_over_d=slide_epochs.ms_per_epoch.iloc[0] / slide_epochs.ms_per_epoch.iloc[1])
 for key, value in figures.items():
     print(f"{key} = {value:.3g}")
 
@@ -273,17 +457,111 @@ claims.check("slide_100_speedup", figures)
 claims.check("getitems_collate_speedup", figures)
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-knobs = {"samples": num_samples, "features": num_features, "loader_rows": loader_rows, "batch_size": batch_size}
+knobs = {"samples": num_samples, "batch_sizes": batch_sizes, "repeat": repeat, "batch_size": batch_size,
+         "features": num_features, "loader_rows": loader_rows, "loader_epochs": loader_epochs,
+         "gather": gathers.knobs}
 saved = measure.save_results("02_getitem_cost", figures, sweep.to_dict("records") + epochs.to_dict("records"),
-                            knobs, config.size("repeat"))
+                            knobs, repeat)
 print("saved", saved.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
-#
-# 1. Repeat the sweep on `torch.rand(num_samples, 93)` instead of the index tensor. Does the stack take a larger
-#    share of the per-sample path when each sample is a row of 93 floats?
-# 2. Replace `collate_batch` with `lambda b: b` and run the DataLoader with `num_workers=2` and
-#    `multiprocessing_context="spawn"`. What error do you get, and why does a module-level function avoid it?
-# 3. Set `rows.CPU_GATHER = "index_select"`, then `"numpy"`, and run `gather.run()` each time, once as it is and
-#    once while another process keeps a core busy (`python -c "while True: pass" &`). Which gather wins when?
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Time the two parts of the per-sample path apart, as `part_fns` does, on a float matrix
+# `torch.rand(num_samples, num_features)` instead of the index tensor. Does the stack take a larger share of the
+# per-sample path when each sample is a row of 93 floats rather than one integer? Look at stack / (calls + stack)
+# for both, at batch sizes 100 and `batch_size`.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex1_stack_share(x: torch.Tensor, bs: int) -> float:
+    items = torch.randint(len(x), (bs,)).tolist()
+    fetched = [x[i] for i in items]
+    assert torch.stack(fetched).shape == (bs, *x.shape[1:])  # the batch the collate makes
+    us = {k: measure.median(v) * 1e6 for k, v in measure.per_call(
+        {"calls": lambda: [x[i] for i in items], "stack": lambda: torch.stack(fetched)}, repeat=repeat).items()}
+    return us["stack"] / (us["calls"] + us["stack"])
+
+
+ex1_data = {"index tensor": xx, f"rows of {num_features} floats": torch.rand(num_samples, num_features)}
+ex1 = pd.DataFrame({kind: {bs: ex1_stack_share(x, bs) for bs in (100, batch_size)} for kind, x in ex1_data.items()})
+print("share of the per-sample path spent in the stack (collate):")
+print(ex1.rename_axis("batch_size").round(2))
+print("a row stack copies num_features x 4 bytes per sample where an integer stack copies 8")
+assert ex1.shape == (2, 2) and ((ex1 > 0) & (ex1 < 1)).all().all()
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Run the slide's `D` and `FD` loops with `batch_size=30` and with `batch_size=3000` (in place of the
+# slide's 300). Which of the two epochs changes with the batch size, and why? Time DataLoader's sampler alone
+# too (`BatchSampler(RandomSampler(slide_data), bs, drop_last=False)`, what DataLoader iterates for the indices):
+# how much of `FD`'s epoch is it?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+from torch.utils.data import BatchSampler, RandomSampler
+
+
+def ex2_epochs(bs: int) -> tuple[dict, dict]:
+    loaders = {"D": DataLoader(D(slide_data), batch_size=bs, shuffle=True),
+               "FD": DataLoader(FD(slide_data), batch_size=bs, shuffle=True, collate_fn=lambda x: x),
+               "sampler alone": BatchSampler(RandomSampler(slide_data), bs, drop_last=False)}
+    ms = {r["loader"]: r["ms_per_epoch"] for r in getitem.epoch_table(
+        {k: measure.drain(v) for k, v in loaders.items()}, repeat=repeat)}
+    print(f"batch {bs}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + " per epoch; "
+          f"the sampler is {ms['sampler alone'] / ms['FD']:.0%} of FD's epoch")
+    return loaders, ms
+
+
+ex2 = {bs: ex2_epochs(bs) for bs in (30, 3000)}
+for name in ("D", "FD"):
+    print(f"{name}: an epoch in batches of 3000 takes {ex2[3000][1][name] / ex2[30][1][name]:.2f}x "
+          "one in batches of 30")
+print("D's epoch is mostly per-sample work (a Python call per index), which no batch size removes; FD's is "
+      "per-batch work (DataLoader's fetch machinery), which larger batches amortise, plus turning each list of "
+      "Python ints back into an index, which they do not")
+assert all(sum(len(b) for b in loader) == loader_rows for loaders, _ in ex2.values() for loader in loaders.values())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Replace `collate_batch` with `lambda b: b` and start a DataLoader with one worker under
+# `multiprocessing_context="spawn"`, then under `"fork"`. What error do you get, when, and why does a module-level
+# function such as `collate_batch` avoid it? (Spawn pickles the Dataset and the collate function to send them to
+# a fresh interpreter; fork copies the parent's memory instead.)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import pickle
+import warnings
+
+
+def ex3_first_batch(context: str, collate: Callable) -> Any:
+    loader = DataLoader(BatchRowDataset(torch.arange(10)), batch_size=4, collate_fn=collate, num_workers=1,
+                        multiprocessing_context=context)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # DataLoader adds a hint about the start method to the error
+        return next(iter(loader))
+
+
+try:
+    ex3_first_batch("spawn", lambda b: b)
+    ex3_spawn_error = None
+except (pickle.PicklingError, AttributeError, TypeError) as ex3_err:
+    ex3_spawn_error = ex3_err
+print("spawn + lambda:", type(ex3_spawn_error).__name__, "-", ex3_spawn_error)
+ex3_fork = ex3_first_batch("fork", lambda b: b)
+print("fork + lambda:", ex3_fork.tolist(), "(the child inherits the lambda: nothing is pickled)")
+print("collate_batch pickles by reference:", pickle.loads(pickle.dumps(collate_batch)) is collate_batch)
+assert ex3_spawn_error is not None and torch.equal(ex3_fork, torch.arange(4))
+assert pickle.loads(pickle.dumps(collate_batch)) is collate_batch
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** `rows.gather` takes a `primitive` ("numpy", "index_select" or "advanced"). Time a shuffled epoch of a
+# `gather_rows` x `num_features` matrix with each, using `gather_bench.per_batch` and `measure.interleaved`. Which
+# is fastest here, and does it match the gather table above? Do all three return the same rows?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_x = torch.rand(gather_rows, num_features)
+ex4 = measure.interleaved({p: gather_bench.per_batch(ex4_x, gather_batch_size, lambda i, p=p: rows.gather(ex4_x, i, p))
+                           for p in ("numpy", "index_select", "advanced")}, repeat=gather_rounds, shuffle=True)
+for ex4_name, ex4_seconds in sorted(ex4.items(), key=lambda kv: measure.median(kv[1])):
+    print(f"{ex4_name:>12}: {ex4_x.nbytes / measure.median(ex4_seconds) / 1e9:.2f} GB/s")
+ex4_index = torch.randperm(gather_rows)[:gather_batch_size]
+ex4_batches = [rows.gather(ex4_x, ex4_index, p) for p in ("numpy", "index_select", "advanced")]
+assert all(torch.equal(b, ex4_batches[0]) for b in ex4_batches)  # the same rows, whichever primitive

@@ -6,30 +6,32 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~41 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
 # epoch. The slide's remedy: cut the index into groups, shuffle the order of the groups, and shuffle the
 # items inside each group. FFCV ships a related order, `QUASI_RANDOM`. Both trade randomness for speed;
-# this notebook measures both sides of the trade.
+# this notebook shows the code of each, then measures both sides of the trade.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 import pandas as pd
 import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.measure import plots
-from fastloops_helpers.load import order as samplers
-from fastloops_helpers.teach.quasi_random import quasi_random_permutation
 from fastloops_helpers.experiments import bandwidth, shuffle
+from fastloops_helpers.load.order import VARIANTS  # the inner shuffles grouped_permutation reuses (16)
+from fastloops_helpers.measure import plots
 
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output", "defaults"]
 SIZES = config.size("shuffle.sizes")            # N swept for the cost curve; larger shows the RAM-bound regime
 N_HEADLINE = config.size("shuffle.n_headline")  # N of the headline speedup (2^26 at workshop scale)
 GROUP_SIZE = config.size("shuffle.group_size")  # group size for the speed figures: larger draws fewer random numbers
@@ -41,24 +43,146 @@ REPEAT = config.size("shuffle.repeat")          # timed permutations per method 
 print(f"N swept: {SIZES} + headline 2^{int(np.log2(N_HEADLINE))}; quality on {QUALITY_N} sorted samples")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. What does a full permutation cost?
+# ## 1. The code being timed: full shuffles and grouped ones
 #
-# **Prediction.** Fisher-Yates (what `numpy` and `torch.randperm` do on the CPU) draws one random number per
-# index (a generator step and a bounded integer: 2-10 ns) and swaps two entries at random places. While the
-# index fits in the core's cache a swap costs a few ns more, so about 4-25 ns per entry. Once the index is far
-# larger than the last-level cache almost every swap misses and waits for RAM (about 100 ns, partly overlapped
-# because consecutive swaps are independent), so the cost per index should *grow* with N, to some 30-150 ns, and
-# the total time should be far above what the memory bus needs just to stream the 8-byte index, which we compute
-# from notebook 00's copy bandwidth.
+# A full shuffle is Fisher-Yates: `numpy`'s `permutation` and `shuffle` and `torch.randperm` walk the index
+# once, and swap every entry with one at a random place, drawing one random number per index. The slide's
+# remedy, as it reads: cut `range(n)` into consecutive groups, shuffle the order of the groups, then the indices
+# inside every group.
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.quasi_random
+def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
+    """The slide's fast shuffle as it reads: shuffle the order of the groups, then the indices inside each group."""
+    groups = torch.arange(n).split(group_size)
+    order = torch.randperm(len(groups), generator=generator).tolist()
+    return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# It still draws n random numbers (one `randperm` per group), but every swap stays inside a group small enough
+# for the cache, and it makes one Python call per group. The helpers' `grouped_permutation` (in `load.order`,
+# what `BatchLoader(shuffle="grouped")` uses) draws far fewer: it shuffles the order of the groups, then reorders
+# the items inside every group with one of `VARIANTS` (16) random inner permutations, picked per group. That is
+# about n / group_size + 16 x group_size random numbers instead of n, and the rest is one gather from a small
+# table plus one add over the output (`_fill_groups`): sequential writes at memory speed. A last, partial group
+# (when `n` is not a multiple of the group size) is shuffled on its own and put at a random slot.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.order
+# the loader's own shuffle (BatchLoader(shuffle="grouped") and the benchmark call the package's copy)
+def _check(n: int, group_size: int) -> None:
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    if group_size < 1:
+        raise ValueError(f"group_size must be >= 1, got {group_size}")
+
+
+def _gen_device(generator: torch.Generator | None) -> torch.device:
+    return generator.device if generator is not None else torch.device("cpu")
+
+
+def _randperm(n: int, generator: torch.Generator | None) -> torch.Tensor:
+    return torch.randperm(n, generator=generator, device=_gen_device(generator))
+
+
+def _fill_groups(out: torch.Tensor, groups: torch.Tensor, pick: torch.Tensor, table: torch.Tensor) -> None:
+    """Write group g's indices, reordered by inner shuffle table[pick], into each row of `out`."""
+    if groups.numel() == 0:
+        return
+    group_size = table.shape[1]
+    rows = out.view(groups.numel(), group_size)
+    torch.index_select(table, 0, pick, out=rows)
+    rows += (groups * group_size).unsqueeze(1)
+
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.order
+# the loader's own shuffle (BatchLoader(shuffle="grouped") and the benchmark call the package's copy)
+def grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None, *,
+                        device: torch.device | str | None = None, variants: int = VARIANTS) -> torch.Tensor:
+    """Return a random int64 permutation of range(n) built from shuffled groups of `group_size` indices."""
+    _check(n, group_size)
+    if variants < 1:
+        raise ValueError(f"variants must be >= 1, got {variants}")
+    device = torch.device(device) if device is not None else _gen_device(generator)
+    full, rest = divmod(n, group_size)
+    out = torch.empty(n, dtype=torch.int64, device=device)
+    order = _randperm(full, generator).to(device)
+    slot = int(torch.randint(0, full + 1, (1,), generator=generator, device=_gen_device(generator))) if rest else full
+    start = slot * group_size
+    if rest:
+        out[start:start + rest] = _randperm(rest, generator).to(device) + full * group_size
+    if full:
+        k = min(variants, full)
+        table = torch.stack([_randperm(group_size, generator) for _ in range(k)]).to(device)
+        pick = torch.randint(0, k, (full,), generator=generator, device=_gen_device(generator)).to(device)
+        _fill_groups(out[:start], order[:slot], pick[:slot], table)
+        _fill_groups(out[start + rest:], order[slot:], pick[slot:], table)
+    return out
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Both results are true permutations of `range(n)`, groups of 5 here:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+small = {"slide's": slide_grouped_permutation(23, 5, torch.Generator().manual_seed(0)),
+         "helpers'": grouped_permutation(23, 5, torch.Generator().manual_seed(0))}
+for name, perm in small.items():
+    print(f"{name:>8}: {perm.tolist()}")
+
+# %% slideshow={"slide_type": "-"}
+for name, perm in small.items():
+    print(f"{name} is a permutation of range(23): {sorted(perm.tolist()) == list(range(23))}, dtype {perm.dtype}")
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# These are the contenders `shuffle.time_permutations` times at every N, interleaved (the full shuffles, the
+# slide's grouped shuffle as the notebook passes it, and the helpers'):
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.shuffle
+# the benchmark's contenders (`python -m fastloops_helpers.book.bench shuffle` times the same)
+def permuters(n: int, group_size: int, seed: int = 0,
+              slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> dict[str, Callable[[], Any]]:
+    """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present)."""
+    rng = np.random.default_rng(seed)
+    gen = torch.Generator().manual_seed(seed)
+    index = np.arange(n)
+    fns = {"numpy permutation": lambda: rng.permutation(n),
+           "numpy shuffle (in place)": lambda: rng.shuffle(index),
+           "torch randperm": lambda: torch.randperm(n, generator=gen),
+           f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
+           f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
+    if torch.cuda.is_available():
+        cuda_gen = torch.Generator("cuda").manual_seed(seed)
+        fns["torch randperm (cuda)"] = lambda: torch.randperm(n, generator=cuda_gen, device="cuda")
+        fns["grouped_permutation (cuda)"] = lambda: grouped_permutation(n, group_size, cuda_gen)
+    return fns
+
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. What does a permutation cost?
+#
+# **Prediction, full shuffles.** Fisher-Yates draws one random number per index (a generator step and a bounded
+# integer: 2-10 ns) and swaps two entries at random places. While the index fits in the core's cache a swap costs
+# a few ns more, so about 4-25 ns per entry. Once the index is far larger than the last-level cache almost every
+# swap misses and waits for RAM (about 100 ns, partly overlapped because consecutive swaps are independent), so
+# the cost per index should *grow* with N, to some 30-150 ns, and the total time should be far above what the
+# memory bus needs just to stream the 8-byte index, which we compute from notebook 00's copy bandwidth.
+#
+# **Prediction, `grouped_permutation`.** The output is written by the gather (one pass of 8 bytes per index), read
+# and written again by the add (two passes), and zeroed once by the kernel when its fresh pages are first touched
+# (one pass): four passes against the floor's two, so about 2x the bandwidth floor, say 1.5-3x. The slide's
+# version sits between the two: n cache-friendly draws plus a Python call per group.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 bw = bandwidth.copy_bandwidth(256 * 2**20)
 floor = N_HEADLINE * 8 * 2 / (bw * 1e9)  # write the int64 index once, read it once: the bandwidth floor
 print(f"copy bandwidth here: {bw:.1f} GB/s -> streaming 2^{int(np.log2(N_HEADLINE))} int64 indices "
       f"through memory once takes about {floor * 1e3:.0f} ms")
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-result = shuffle.run()
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+result = shuffle.cost_curve(SIZES, N_HEADLINE, GROUP_SIZE, REPEAT, slide=slide_grouped_permutation)
 table = result.table()
 table.pivot(index="n", columns="method", values="ns_per_index").round(1)
 
@@ -82,41 +206,22 @@ _ = measure.predicted(f"full shuffle at N=2^{int(np.log2(N_HEADLINE))}, ns per i
 # printed above is the price of *random* access: the memory bus could stream the index many times over in the
 # time one shuffle takes.
 
-# %% [markdown] slideshow={"slide_type": "slide"}
-# ## 2. The slide's idea: shuffle groups, then items inside groups
-#
-# `order.grouped_permutation(n, group_size, generator)` cuts `range(n)` into consecutive groups, shuffles the
-# order of the groups, and reorders the items inside every group with one of a few (16) random inner
-# permutations, picked per group. A last, partial group (when `n` is not a multiple of the group size) is
-# shuffled on its own and put at a random slot. The result is a true permutation of `range(n)`:
-
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-small = samplers.grouped_permutation(23, 5, torch.Generator().manual_seed(0))
-print(small.view(-1).tolist())
-
-# %% slideshow={"slide_type": "-"}
-print("a permutation of range(23):", sorted(small.tolist()) == list(range(23)))
-print("dtype:", small.dtype)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# Only about n / group_size + 16 x group_size random numbers are drawn instead of n, and the rest is one
-# gather from a small table plus one add over the output: sequential writes at memory speed.
-#
-# **Prediction:** the output is written by the gather (one pass of 8 bytes per index), read and written again by
-# the add (two passes), and zeroed once by the kernel when its fresh pages are first touched (one pass): four
-# passes against the floor's two, so about 2x the bandwidth floor, say 1.5-3x.
-
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-speedup = table.loc[(table.n == N_HEADLINE) & table.method.str.startswith("grouped_permutation (g="), "speedup_over_full"].iloc[0]
-grouped = table.loc[(table.n == N_HEADLINE) & table.method.str.startswith("grouped_permutation (g="), "seconds"].iloc[0]
-measure.show(f"grouped_permutation at 2^{int(np.log2(N_HEADLINE))}", grouped)
-print(f"{speedup:.1f}x faster than the fastest full permutation (median of per-round ratios)")
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+at_head = table[table.n == N_HEADLINE].set_index("method")
+for name in at_head.index:
+    if "grouped" in name:
+        measure.show(f"{name} at 2^{int(np.log2(N_HEADLINE))}", at_head.loc[name, "seconds"])
+        print(f"  {at_head.loc[name, 'speedup_over_full']:.1f}x faster than the fastest full permutation "
+              "(median of per-round ratios)")
+grouped = at_head.loc[f"grouped_permutation (g={GROUP_SIZE})", "seconds"]
 _ = measure.predicted("grouped_permutation, x the bandwidth floor", 1.5, 3, grouped / floor, "x")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The estimate misses upwards when the page faults cost more than the zeroing pass itself (each 4 KiB page
 # of a fresh allocation is a trip into the kernel, and 2^26 indices are 512 MiB: 131,072 pages), or when the copy
-# rate measured in notebook 00 with both cores is not what one core's sequential writes get.
+# rate measured in notebook 00 with both cores is not what one core's sequential writes get. The slide's version
+# keeps n random draws and adds a Python call per group, so it gains on the full shuffles only where their swaps
+# miss the cache.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. How random is it? The class mix per batch
@@ -124,27 +229,92 @@ _ = measure.predicted("grouped_permutation, x the bandwidth floor", 1.5, 3, grou
 # The danger is not the permutation itself but what a *batch* sees. Take the worst case for a data set:
 # stored sorted by class (10 classes here). A full shuffle gives every batch of 100 a mix of all 10 classes.
 # A grouped permutation gives every batch the items of only a few consecutive groups; if a group is as large
-# as a class, a whole batch comes from one class. **Prediction:** a batch of 100 holds about k = 100 / g groups, each
-# from one class (a class here holds N / 10 consecutive samples, more than any group up to that size). k random
-# groups cover about 10 x (1 - 0.9^k) distinct classes, so the mean entropy should be near log2 of that: close to
-# log2(10) = 3.3 bits for small groups, and towards 0 once a group holds a batch or more (k <= 1).
-#
-# FFCV's `QUASI_RANDOM` order (seed 003) is re-implemented in `teach.quasi_random.quasi_random_permutation` from its
-# description: samples are stored in pages; it shuffles inside each page and the page order, then keeps
-# 2 x batch_size pages open and draws every next sample from a random open page. Here a page is a run of
-# consecutive indices, of the same size as a group, for comparison.
+# as a class, a whole batch comes from one class. We measure the mix as the mean entropy of the class counts
+# per batch:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.quasi_random
+def batch_class_entropy(labels: np.ndarray | torch.Tensor, order: np.ndarray | torch.Tensor,
+                        batch_size: int, num_classes: int | None = None) -> float:
+    """Return the mean entropy (bits) of the class mix of the full batches that `order` makes."""
+    labels = np.asarray(labels)
+    order = np.asarray(order)
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    num_batches = len(order) // batch_size
+    if num_batches == 0:
+        raise ValueError(f"order has {len(order)} items, fewer than one batch of {batch_size}")
+    num_classes = int(labels.max()) + 1 if num_classes is None else num_classes
+    batched = labels[order[:num_batches * batch_size]].reshape(num_batches, batch_size)
+    offsets = (np.arange(num_batches) * num_classes)[:, None]
+    counts = np.bincount((batched + offsets).ravel(), minlength=num_batches * num_classes)
+    p = counts.reshape(num_batches, num_classes) / batch_size
+    with np.errstate(divide="ignore", invalid="ignore"):
+        h = -np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1)
+    return float(h.mean())
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Prediction:** a batch of 100 holds about k = 100 / g groups, each from one class (a class here holds N / 10
+# consecutive samples, more than any group up to that size). k random groups cover about 10 x (1 - 0.9^k) distinct
+# classes, so the mean entropy should be near log2 of that: close to log2(10) = 3.3 bits for small groups, and
+# towards 0 once a group holds a batch or more (k <= 1).
+#
+# FFCV's `QUASI_RANDOM` order (seed 003), re-implemented here from its description: samples are stored in pages;
+# it shuffles inside each page and the page order, then keeps `buffer_size` pages open (FFCV: 2 x batch_size)
+# and draws every next sample from a random open page. Here a page is a run of consecutive indices, of the same
+# size as a group, for comparison.
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.quasi_random
+def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
+                             generator: np.random.Generator | None = None) -> np.ndarray:
+    """Return FFCV's QUASI_RANDOM traversal order over `n` samples stored in pages of `page_size`."""
+    _check(n, page_size)
+    if buffer_size < 1:
+        raise ValueError(f"buffer_size must be >= 1, got {buffer_size}")
+    rng = generator if generator is not None else np.random.default_rng()
+    starts = np.arange(0, n, page_size)
+    pages = [start + rng.permutation(min(page_size, n - start)) for start in starts]
+    page_order = list(rng.permutation(len(pages))[::-1])  # popped from the end
+    picks = rng.random(n)
+    open_pages: list[np.ndarray] = []
+    consumed: list[int] = []
+    out = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        while page_order and len(open_pages) < buffer_size:
+            open_pages.append(pages[page_order.pop()])
+            consumed.append(0)
+        j = int(picks[i] * len(open_pages))
+        out[i] = open_pages[j][consumed[j]]
+        consumed[j] += 1
+        if consumed[j] == len(open_pages[j]):  # close it: move the last open page into its slot
+            open_pages[j], consumed[j] = open_pages[-1], consumed[-1]
+            open_pages.pop()
+            consumed.pop()
+    return out
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# With two pages of 6 open, the order interleaves them and opens the next page when one runs out:
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+print(quasi_random_permutation(24, 6, 2, np.random.default_rng(0)).tolist())
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# `shuffle.quality_rows` measures the class mix of each order on the sorted data (labels in blocks of N / 10),
+# and trains a small MLP for a few epochs with SGD on the data in that order, then tests it on a held-out set.
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 quality = pd.DataFrame(shuffle.quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS))
 quality.round(3)
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
-# The entropy column is what the prediction was about; the accuracy column is what it does to training: a
-# small MLP trained for a few epochs with SGD on the sorted data in each order, then tested on a held-out set.
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The entropy column is what the prediction was about; the accuracy column is what it does to training.
 # Batches from one class pull the model towards that class, then the next; the model forgets.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 def predicted_bits(g: int, classes: int = 10) -> float:
     k = BATCH_SIZE / g
     return float(np.log2(classes * (1 - (1 - 1 / classes) ** k))) if k > 1 else 0.0
@@ -155,7 +325,7 @@ for _, r in quality[quality.order == "grouped"].iterrows():
     _ = measure.predicted(f"grouped g={int(r.group_size)}: entropy bits", max(guess - 0.5, 1e-9), guess + 0.5,
                           r.entropy_bits, "bits", fmt=".2f")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The count of classes is an upper estimate for the entropy (the classes in a batch are not equally
 # represented), so small groups land a little below it. Groups larger than a batch miss the other way when a
 # batch straddles a class boundary or a group straddles two classes (a group larger than a class always does).
@@ -230,14 +400,15 @@ print("saved", path.name)
 # ## Takeaway
 #
 # A full shuffle of a large index is bound by random memory access, not by the random numbers' arithmetic,
-# and costs far more than streaming the index through memory. Shuffling groups and reusing a few inner
-# shuffles turns most of that into sequential writes. The price is randomness at the scale of a batch: keep
-# groups well below the batch size when the data is stored in class order, or use a buffer of open pages as
-# FFCV does. This run's figures:
+# and costs far more than streaming the index through memory. Shuffling groups keeps the swaps in the cache;
+# reusing a few inner shuffles, as the helpers' version does, also saves most of the random numbers and turns
+# the rest into sequential writes. The price is randomness at the scale of a batch: keep groups well below the
+# batch size when the data is stored in class order, or use a buffer of open pages as FFCV does. This run's
+# figures:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-for key in ("grouped_speedup_headline", "fastest_full_ns_per_index", "grouped_entropy_largest_over_full",
-            "quasi_random_entropy_min_over_full"):
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+for key in ("grouped_speedup_headline", "slide_grouped_speedup_headline", "fastest_full_ns_per_index",
+            "grouped_entropy_largest_over_full", "quasi_random_entropy_min_over_full"):
     print(f"{key} = {figures[key]:.3g}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -253,9 +424,76 @@ for name in ("grouped_speedup_headline", "grouped_entropy_largest_over_full", "q
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
-#
-# 1. Shuffle the data set once, on disk, before training (`X, y = X[p], y[p]` for one random `p`), then rerun the
-#    quality table. Which group sizes are now safe, and why?
-# 2. Change `variants` of `grouped_permutation` from 16 to 1. Does the class-mix entropy change? What else does?
-#    (Hint: look at where item k of every group lands.)
-# 3. Set `torch.set_num_threads(1)` and rerun section 1. Which method loses the most, and why?
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Shuffle the data set once, on disk, before training (`y = y[p]` for one random permutation `p`), then
+# measure the class mix of `grouped_permutation` at each group size of `GROUP_SIZES` again. Which group sizes are
+# now safe, and why?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_y = shuffle.sorted_blobs(QUALITY_N)[1]  # the class-sorted labels of section 3
+ex1_p = torch.randperm(QUALITY_N, generator=torch.Generator().manual_seed(1))
+ex1 = pd.DataFrame([{"group_size": g,
+                     "sorted data": batch_class_entropy(ex1_y, ex1_perm, BATCH_SIZE, 10),
+                     "shuffled once": batch_class_entropy(ex1_y[ex1_p], ex1_perm, BATCH_SIZE, 10)}
+                    for g in GROUP_SIZES
+                    for ex1_perm in [grouped_permutation(QUALITY_N, g, torch.Generator().manual_seed(g))]])
+print(ex1.set_index("group_size").round(2))
+print(f"full shuffle of the sorted data: {full_h:.2f} bits; on shuffled data every group is already a random "
+      "sample of the classes, so any group size mixes as well as a full shuffle")
+assert (ex1["shuffled once"] > 0.9 * full_h).all()
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Call `grouped_permutation` with `variants=1` instead of the default 16. Does the class-mix entropy
+# change? What else does? (Hint: look at where item k of every group lands, `perm.view(-1, g) % g`.)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_g, ex2_labels = 64, np.arange(64 * 100) * 10 // (64 * 100)  # 100 groups, sorted into 10 classes
+ex2 = {v: grouped_permutation(64 * 100, ex2_g, torch.Generator().manual_seed(3), variants=v) for v in (1, VARIANTS)}
+for v, perm in ex2.items():
+    inner = perm.view(-1, ex2_g) % ex2_g  # each row: the offsets of one group's items, in output order
+    print(f"variants={v:>2}: entropy {batch_class_entropy(ex2_labels, perm, BATCH_SIZE, 10):.2f} bits, "
+          f"{len(torch.unique(inner, dim=0))} distinct inner orders among {len(inner)} groups")
+print("the entropy depends on which groups share a batch, not on the order inside them; with one variant, "
+      "item k of every group lands at the same offset of its group's slot")
+assert len(torch.unique(ex2[1].view(-1, ex2_g) % ex2_g, dim=0)) == 1
+assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** Call `torch.set_num_threads(1)` and time the permutations again (`shuffle.time_permutations` at the
+# largest N of `SIZES`), then restore the thread count. Which method loses the most, and why?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex3_seconds(threads: int) -> dict[str, float]:
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        found = shuffle.time_permutations(max(SIZES), GROUP_SIZE, REPEAT, slide=slide_grouped_permutation)
+    finally:
+        torch.set_num_threads(before)
+    return {r["method"]: r["seconds"] for r in found}
+
+
+ex3 = pd.DataFrame({f"{t} thread(s)": ex3_seconds(t) for t in sorted({torch.get_num_threads(), 1})})
+ex3["one thread / all"] = ex3.iloc[:, 0] / ex3.iloc[:, -1]
+print(ex3.round(4))
+ex3_most = (ex3["one thread / all"] - 1).abs().idxmax()
+print(f"changed the most with one thread: {ex3_most} ({ex3.loc[ex3_most, 'one thread / all']:.2f}x its time)")
+print("numpy's shuffles run on one thread anyway; torch's ops may split work across threads, which helps on an "
+      "idle machine and costs a synchronisation when another process holds a core")
+assert set(ex3.index) >= set(shuffle.FULL) and (ex3.iloc[:, :-1] > 0).all().all()
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** FFCV keeps 2 x batch_size pages open. Make the quasi-random order of the sorted labels with pages as
+# large as the largest group size and `buffer_size=1`, then with `2 * BATCH_SIZE`. What does the buffer do for
+# the class mix?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_page, ex4_y = max(GROUP_SIZES), np.arange(QUALITY_N) * 10 // QUALITY_N  # the sorted labels of section 3
+ex4 = {b: batch_class_entropy(ex4_y, quasi_random_permutation(QUALITY_N, ex4_page, b, np.random.default_rng(0)),
+                              BATCH_SIZE, 10) for b in (1, 2 * BATCH_SIZE)}
+for b, h in ex4.items():
+    print(f"pages of {ex4_page}, {b:>3} open: {h:.2f} bits (full shuffle: {full_h:.2f})")
+print("with one page open, a batch reads consecutive samples of one page, mostly one class; many open pages "
+      "interleave into every batch")
+assert ex4[2 * BATCH_SIZE] > ex4[1] + 1  # a wide margin: one class against several per batch

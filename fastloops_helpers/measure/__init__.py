@@ -6,9 +6,37 @@ Explained in notebooks/00_setup.ipynb.
 from .clock import Timer, drain, interleaved, interleaved_until_steady, measure, now, per_call, sync
 from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
-from .stats import TIE, Verdict, best_of, median, median_interval, p95, ratio, summarize, verdict
+from .stats import TIE, Verdict, best_of, median, median_interval, p95, ratio, ratios, summarize, verdict
 
-__all__ = ["Timer", "drain", "interleaved", "interleaved_until_steady", "measure", "now", "per_call", "sync",
-           "BAR_FORMAT", "TIMING_PREFIX", "predicted", "progress", "show",
-           "cpu_name", "git_state", "gpu_name", "hardware_line", "provenance", "save_results", "versions",
-           "best_of", "median", "p95", "ratio", "summarize", "median_interval", "verdict", "Verdict", "TIE"]
+__all__ = [
+    "Timer",
+    "drain",
+    "interleaved",
+    "interleaved_until_steady",
+    "measure",
+    "now",
+    "per_call",
+    "sync",
+    "BAR_FORMAT",
+    "TIMING_PREFIX",
+    "predicted",
+    "progress",
+    "show",
+    "cpu_name",
+    "git_state",
+    "gpu_name",
+    "hardware_line",
+    "provenance",
+    "save_results",
+    "versions",
+    "best_of",
+    "median",
+    "p95",
+    "ratio",
+    "summarize",
+    "median_interval",
+    "ratios",
+    "verdict",
+    "Verdict",
+    "TIE",
+]

@@ -30,13 +30,20 @@ def best_of(values: Sequence[float]) -> float:
     return float(np.min(_checked(values)))
 
 
-def ratio(samples: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> float:
-    """Return the median over rounds of numerator/denominator, from `clock.interleaved` samples."""
+def ratios(samples: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> list[float]:
+    """Return numerator/denominator per round, from `clock.interleaved` samples (for `verdict`'s interval)."""
     num, den = np.asarray(samples[numerator], float), np.asarray(samples[denominator], float)
     if len(num) != len(den):
-        raise ValueError(f"{numerator!r} has {len(num)} samples and {denominator!r} {len(den)}: "
-                         "time them together with clock.interleaved")
-    return float(np.median(num / den))
+        raise ValueError(
+            f"{numerator!r} has {len(num)} samples and {denominator!r} {len(den)}: "
+            "time them together with clock.interleaved"
+        )
+    return (num / den).tolist()
+
+
+def ratio(samples: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> float:
+    """Return the median over rounds of numerator/denominator, from `clock.interleaved` samples."""
+    return float(np.median(ratios(samples, numerator, denominator)))
 
 
 def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
@@ -70,8 +77,10 @@ class Verdict:
 
     def __str__(self) -> str:
         sign = ">=" if self.higher_is_better else "<="
-        return (f"{self.word}: median {self.median:.3g}, 95 % interval {self.low:.3g} to {self.high:.3g} "
-                f"over {self.rounds} rounds (target {sign} {self.threshold:g})")
+        return (
+            f"{self.word}: median {self.median:.3g}, 95 % interval {self.low:.3g} to {self.high:.3g} "
+            f"over {self.rounds} rounds (target {sign} {self.threshold:g})"
+        )
 
 
 def verdict(ratios: Sequence[float], threshold: float, higher_is_better: bool = True) -> Verdict:

@@ -12,8 +12,10 @@ import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
+from ..data import memmap
 from ..data import otto_csv as otto
 from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
+from ..load.batch_loader import BatchLoader
 from ..measure import timeline
 from ..measure.input_bound import Diagnosis, diagnose
 from ..models import MLP
@@ -22,7 +24,6 @@ from . import imagefolder as imf
 from .training import train_step
 
 Loop = tuple[Any, Callable[[Any], Any]]  # (loader, step)
-LOOPS = ("ImageFolder, 0 workers", "ImageFolder, 2 workers", "memmap + BatchLoader", "Otto MLP")
 
 
 class SleepyLoader:
@@ -40,31 +41,30 @@ class SleepyLoader:
             yield torch.zeros(self.batch_size, 4)
 
 
-def image_dataset() -> ImageFolder:
+def image_dataset(prepared: imf.Prepared) -> ImageFolder:
     """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
-    return ImageFolder(synthetic_imagefolder() / "train", transform=imf.sample_transform("train"))
+    return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
 
 
-def gpu_like_step() -> Callable[[Any], None]:
-    """Return notebook 07's stand-in GPU step: it sleeps `anatomy.step_ms`, leaving the CPU free."""
-    return timeline.gpu_like_step(config.size("anatomy.step_ms") / 1000)
+def image_loop(data: ImageFolder, batch_size: int, num_workers: int, step_ms: float,
+               persistent_workers: bool = False) -> Loop:
+    """Return notebook 09's per-sample loop: DataLoader over ImageFolder, and a stand-in GPU step of `step_ms`."""
+    loader = DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                        persistent_workers=persistent_workers and num_workers > 0)
+    return loader, timeline.gpu_like_step(step_ms / 1000)  # sleeps: the CPU stays free, as under a GPU step
 
 
-def loops(device: torch.device | None = None) -> dict[str, Loop]:
-    """Return the four loops, each as (loader, step), built at the active scale."""
-    device = device or config.device()
-    batch_size = config.size("imagefolder.batch_size")
-    data = image_dataset()
-    image = {f"ImageFolder, {w} workers": (DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=w),
-                                           gpu_like_step()) for w in (0, 2)}
-    memmap = imf.memmap_loader(imf.prepare().train, "train", batch_size)
-    return {**image, "memmap + BatchLoader": (memmap, gpu_like_step()), "Otto MLP": otto_loop(device)}
+def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loop:
+    """Return notebook 09's fast loop: BatchLoader over the decoded memmap, batched transforms, the same step."""
+    fields = {"images": train.images, "labels": train.labels}  # BatchLoader gathers each with one np.take
+    loader = BatchLoader(fields, batch_size, shuffle=True, seed=0, transform=imf.batch_transform("train"))
+    return loader, timeline.gpu_like_step(step_ms / 1000)
 
 
-def otto_loop(device: torch.device) -> Loop:
+def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
-    X, y, _, _ = otto.load_otto()
-    loader = DataLoader(otto.OttoRows(X, y), batch_size=config.size("otto.batch_size"), shuffle=True,
+    X, y, _, _ = otto.load_otto(rows)
+    loader = DataLoader(otto.OttoRows(X, y), batch_size=batch_size, shuffle=True,
                         num_workers=1, pin_memory=device.type == "cuda")
     torch.manual_seed(0)
     model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
@@ -72,16 +72,21 @@ def otto_loop(device: torch.device) -> Loop:
     return loader, lambda batch: step(*batch)
 
 
-def knobs() -> dict[str, int]:
-    """Return diagnose's batch counts at the active scale."""
-    return config.sizes("diagnose")
+def loops(device: torch.device, prepared: imf.Prepared, batch_size: int, step_ms: float, otto_rows: int,
+          otto_batch_size: int) -> dict[str, Loop]:
+    """Return the four loops, each as (loader, step), built with the sizes given."""
+    data = image_dataset(prepared)
+    return {"ImageFolder, 0 workers": image_loop(data, batch_size, 0, step_ms),
+            "ImageFolder, 2 workers": image_loop(data, batch_size, 2, step_ms),
+            "memmap + BatchLoader": memmap_loop(prepared.train, batch_size, step_ms),
+            "Otto MLP": otto_loop(device, otto_rows, otto_batch_size)}
 
 
-def run_diagnose(loop: Loop) -> Diagnosis:
-    """Diagnose one loop with the scale's batch counts (warnings about worker counts silenced)."""
+def run_diagnose(loop: Loop, batches: int, warmup: int, replay: int) -> Diagnosis:
+    """Diagnose one loop with these batch counts (warnings about worker counts silenced)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
-        return diagnose(*loop, **knobs())
+        return diagnose(*loop, batches=batches, warmup=warmup, replay=replay)
 
 
 def predict(load_s: float, step_s: float, num_workers: int, cores: int) -> dict[str, float]:
@@ -93,6 +98,15 @@ def predict(load_s: float, step_s: float, num_workers: int, cores: int) -> dict[
 def seconds_per_image(data: ImageFolder, n: int = 8) -> float:
     """Return the median seconds to fetch one sample (decode + per-sample transforms), over the first `n`."""
     return measure.median(measure.measure(lambda: [data[i] for i in range(n)], repeat=3, warmup=1)) / n
+
+
+def seconds_per_batch(loader: Any, repeat: int = 3) -> float:
+    """Return the median seconds `loader` takes to yield one batch (after one untimed batch)."""
+    it = iter(loader)
+    try:
+        return measure.median(measure.measure(lambda: next(it), repeat=repeat, warmup=1))
+    finally:
+        del it
 
 
 def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[str, float]:
@@ -129,10 +143,20 @@ def row(name: str, d: Diagnosis) -> dict[str, Any]:
             "first_knob": top.knob if top else "", "first_knob_gain": top.gain if top else 1.0}
 
 
-def run() -> BenchResult:
-    """Diagnose the four loops; figures are each loop's wait share and headspace."""
-    rows = [row(name, run_diagnose(loop)) for name, loop in loops().items()]
-    slug = {name: name.lower().replace(", ", "_").replace(" + ", "_").replace(" ", "_") for name in LOOPS}
+def compare(named: dict[str, Loop], batches: int, warmup: int,
+            replay: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Diagnose each loop; return its table rows and the figures (each loop's wait share and headspace)."""
+    rows = [row(name, run_diagnose(loop, batches, warmup, replay)) for name, loop in named.items()]
+    slug = {name: name.lower().replace(", ", "_").replace(" + ", "_").replace(" ", "_") for name in named}
     figures = {f"{kind}_{slug[r['loop']]}": r[kind] for r in rows for kind in ("wait_share", "headspace")}
-    return BenchResult(rows, figures, knobs={**knobs(), "cores": os.cpu_count(),
-                                             "step_ms": config.size("anatomy.step_ms")}, repeats=1)
+    return rows, figures
+
+
+def run(scale: str) -> BenchResult:
+    """Diagnose the four loops; figures are each loop's wait share and headspace."""
+    counts = config.sizes("diagnose", scale)
+    sizes = {"batch_size": config.size("imagefolder.batch_size", scale),
+             "step_ms": config.size("anatomy.step_ms", scale), "otto_rows": config.size("otto.rows", scale), "otto_batch_size": config.size("otto.batch_size", scale)}
+    built = loops(config.device(), imf.prepare(folder=synthetic_imagefolder(scale)), **sizes)
+    rows, figures = compare(built, counts["batches"], counts["warmup"], counts["replay"])
+    return BenchResult(rows, figures, knobs={**counts, **sizes, "cores": os.cpu_count()}, repeats=1)

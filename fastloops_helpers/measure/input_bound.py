@@ -120,8 +120,13 @@ def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int 
     if len(run.rows) <= warmup:
         raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
                          f"lower warmup or give it more data")
-    replay_s = median(measure(lambda: [step(b) for b in run.cached], repeat=repeat, warmup=0, device=device))
+    replay_s = _replay(step, run.cached, repeat, device)
     return _diagnosis(run, loader, replay_s, warmup, device)
+
+
+def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any) -> float:
+    """Return the median seconds `step` takes over the cached batches alone: the loop with loading free."""
+    return median(measure(lambda: [step(b) for b in cached], repeat=repeat, warmup=0, device=device))
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -135,6 +140,7 @@ class _Run:
 
 def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
          copy: Callable[[Any], Any] | None, device: Any) -> _Run:
+    """Run `total` batches, epoch after epoch as training does (iter() again when the loader runs out)."""
     run = _Run()
     last = now()  # the end of the previous batch: an epoch's restart counts in its first batch's wait
     while len(run.rows) < total:
@@ -163,7 +169,7 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
         n = len(run.rows)
         t0 = now()
         try:
-            item = next(it)
+            item = next(it)  # the wait: the loader's time and nothing else
         except StopIteration:
             return begin
         except Exception as exc:
@@ -181,17 +187,25 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
             step(batch)
         except Exception as exc:
             raise LoopError(f"the step raised {type(exc).__name__} on batch {n}: {exc}") from exc
-        sync(device)
+        sync(device)  # the step's CUDA work is finished before the clock is read
         t3 = now()
-        run.tl.events += [timeline.Event(MAIN, "wait", n, t0, t1), timeline.Event(MAIN, "step", n, t2, t3)]
-        if copy is not None:
-            run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
-        run.rows.append({"begin": begin, "end": t3, "wait": t1 - (begin if first else t0), "copy": t2 - t1,
-                         "step": t3 - t2, "samples": batch_size(batch), "first": first})
+        _record(run, n, begin, (t0, t1, t2, t3), batch, first, copy is not None)
         if warmup <= n < warmup + replay:
-            run.cached.append(batch)
+            run.cached.append(batch)  # kept for the replay
         begin, first = t3, False
     return begin
+
+
+def _record(run: _Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any,
+            first: bool, copied: bool) -> None:
+    """Append batch `n`'s row (wait, copy, step, samples) and its timeline events."""
+    t0, t1, t2, t3 = stamps
+    run.tl.events += [timeline.Event(MAIN, "wait", n, t0, t1), timeline.Event(MAIN, "step", n, t2, t3)]
+    if copied:
+        run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
+    wait_from = begin if first else t0  # an epoch's first wait runs from the last batch's end: iter() included
+    run.rows.append({"begin": begin, "end": t3, "wait": t1 - wait_from, "copy": t2 - t1, "step": t3 - t2,
+                     "samples": batch_size(batch), "first": first})
 
 
 def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:

@@ -6,7 +6,7 @@
 # | **Question** | What hardware and software does this machine have, which optional parts of the course work here, and how big will the experiments be? |
 # | **Seeds** | all: every later figure is only meaningful next to the machine that produced it |
 # | **GPU** | optional: this notebook reports what it finds |
-# | **Run time** | <!-- run-time --> workshop ~38 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~1.0 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Every measurement in this course is a property of a machine, not of a library. Before racing loaders we
 # write down what we race them on, check which optional pieces (GPU, FFCV, TensorFlow, libjpeg-turbo,
@@ -14,14 +14,27 @@
 # machine copies memory.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-import pandas as pd
+from __future__ import annotations  # the package's annotations, as written, in the cell that shows its code
 
-from fastloops_helpers.measure import capabilities, plots
+import os
+
+import pandas as pd
+import psutil
+import torch
+
 from fastloops_helpers import config, measure
 from fastloops_helpers.experiments import bandwidth
+from fastloops_helpers.measure import capabilities, plots
 
 print(config.describe())
 print(measure.hardware_line())
+
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+cache_mb = 0.25                    # the smallest buffer: fits in a core's L2 cache (much smaller: the clock's cost shows)
+middle_mb = 4                      # a buffer that fits in the last-level cache of most CPUs
+copy_mb = config.size("copy_mb")   # the "RAM" buffer: must be far larger than the last-level cache, costs memory
+repeat = config.size("repeat")     # timed rounds per buffer (median): more steadies it, costs time
+threads = torch.get_num_threads()  # torch's intra-op threads for the copy: 1 shows what one core streams
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The machine, in one line
@@ -32,10 +45,6 @@ print(measure.hardware_line())
 # facts as a table; their output differs between machines, so nbval does not compare it.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-import os
-import psutil
-import torch
-
 facts = {
     "CPU": measure.cpu_name(),
     "physical cores / threads": f"{psutil.cpu_count(logical=False)} / {os.cpu_count()}",
@@ -78,9 +87,42 @@ print(len(found), "parts checked:", ", ".join(c.name for c in found))
 # streams about 5-10 GB/s each way from RAM, so a copy (bytes read plus bytes written) should run at about
 # 5-20 GB/s on a few cores, a whole server socket several times more; a buffer that fits in cache should copy at
 # least 2x faster than one that must come from RAM.
+#
+# The copy being timed is one line per library: torch's `dst.copy_(src)` (split over `threads` intra-op
+# threads when the buffer is large) and numpy's `np.copyto(dst, src)` (one thread). Each copy reads the
+# buffer and writes another, so it moves twice the buffer's bytes. A small buffer copies in microseconds,
+# shorter than a clock read is precise, so each timed round runs many copies and divides.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-bw = bandwidth.run()
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.bandwidth
+# the package's, which notebooks 04, 05, 06 and 08 call for their own predictions
+LIBRARIES = ("torch", "numpy")
+
+
+def copier(nbytes: int, library: str = "torch") -> tuple[int, Callable[[], object]]:
+    """Return (bytes moved per call, fn) where fn copies an `nbytes` float32 buffer into another once."""
+    n = max(nbytes // 4, 1)
+    if library == "torch":
+        src, dst = torch.rand(n), torch.empty(n)
+        return 2 * n * 4, lambda: dst.copy_(src)  # torch splits a large copy over its intra-op threads
+    if library == "numpy":
+        src, dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
+        return 2 * n * 4, lambda: np.copyto(dst, src)  # numpy copies on one thread
+    raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
+
+
+def copy_rates(nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None,
+               threads: int | None = None) -> dict[str, float]:
+    """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved."""
+    made = {lib: copier(nbytes, lib) for lib in libraries}
+    inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them
+    with torch_threads(threads):
+        seconds = measure.per_call({lib: fn for lib, (_, fn) in made.items()}, number=inner, repeat=repeat)
+    return {lib: made[lib][0] / measure.median(seconds[lib]) / 1e9 for lib in libraries}
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads)
 bw.table().pivot(index="size_mb", columns="library", values="gb_per_s").round(1)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -117,9 +159,10 @@ print("active scale:", config.scale())
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # To change it, set the variable before starting Jupyter or running a command, for example
-# `FASTLOOPS_SCALE=full make lab` or `make reproduce SCALE=full`; inside a running kernel,
-# `os.environ["FASTLOOPS_SCALE"] = "smoke"` takes effect for the cells after it. An unknown value is
-# refused with the list of valid ones:
+# `FASTLOOPS_SCALE=full make lab` or `make reproduce SCALE=full`. Each notebook reads its sizes once, in its
+# defaults cell at the top, and passes them to the functions that measure: to try another size in a running
+# notebook, change that cell (or read another scale's row, `config.size("copy_mb", "full")`) and re-run the
+# cells below it. An unknown scale is refused with the list of valid ones:
 
 # %% slideshow={"slide_type": "-"}
 try:
@@ -166,7 +209,49 @@ claims.check("cache_over_ram_copy", bw.figures)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Run this notebook with `FASTLOOPS_SCALE=full`. Does `copy_gb_per_s_ram` change once the buffer is 1 GiB?
-#    What does that tell you about the size of this machine's last-level cache?
-# 2. Call `torch.set_num_threads(1)` before `bandwidth.run()`. Does one core saturate the memory bus here?
-# 3. If a part is missing in the table above, follow its `how_to_add` and run the table again.
+# Each solution measures with the functions above and changes none of the notebook's variables.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Does one core saturate the memory bus here? Measure the RAM-sized copy with one torch thread,
+# `bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=1)`, and with the defaults' `threads`.
+# *Look for* the ratio: near one, one core already streams what the memory delivers (typical of a laptop or a
+# small VM); near the thread count, each core adds bandwidth (typical of a server with many memory channels).
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_before = torch.get_num_threads()
+ex1_one = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=1)
+ex1_all = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=threads)
+print(f"{copy_mb} MiB copy: 1 thread {ex1_one:.1f} GB/s, {threads} threads {ex1_all:.1f} GB/s: "
+      f"{ex1_all / ex1_one:.2f}x from {threads} threads")
+assert ex1_one > 0 and ex1_all > 0 and torch.get_num_threads() == ex1_before  # the thread count is restored
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Where does this machine's cache end? Measure `bandwidth.copy_bandwidth` for buffers from 1/16 MiB
+# up to twice `copy_mb`, in steps of four, and find the step with the largest fall in GB/s. *Look for* a
+# plateau at the small sizes (the caches), a fall, and a second plateau (RAM); compare the size of the fall
+# with the last-level cache that `lscpu` reports, and check that `copy_mb` lies on the RAM plateau.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_sizes = sorted({4.0**k for k in range(-2, 10) if 4.0**k < copy_mb} | {copy_mb, 2 * copy_mb})
+ex2_rates = {mb: bandwidth.copy_bandwidth(int(mb * 2**20), "torch", repeat, threads) for mb in ex2_sizes}
+for mb, rate in ex2_rates.items():
+    print(f"{mb:9.4g} MiB: {rate:6.1f} GB/s")
+ex2_falls = {(a, b): ex2_rates[a] / ex2_rates[b] for a, b in zip(ex2_sizes, ex2_sizes[1:])}
+ex2_edge = max(ex2_falls, key=ex2_falls.get)
+print(f"largest fall: {ex2_falls[ex2_edge]:.2f}x between {ex2_edge[0]:g} and {ex2_edge[1]:g} MiB")
+print(f"copy_mb = {copy_mb} MiB copies {ex2_rates[copy_mb] / ex2_rates[2 * copy_mb]:.2f}x as fast as twice that "
+      f"(near 1x: it measures RAM, not a cache)")
+assert len(ex2_rates) == len(ex2_sizes) >= 4 and all(rate > 0 for rate in ex2_rates.values())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Which notebooks lose a section on this machine? From the table of optional parts (`found`), list
+# the notebooks named in `used_by` of each missing part, and the command that would add it. *Look for* the
+# parts a GPU machine or a `make setup` with the system libraries would add.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_missing = [c for c in found if not c.ok]
+ex3_losing = sorted({nb.strip() for c in ex3_missing for nb in c.used_by.split(",")})
+for c in ex3_missing:
+    print(f"missing {c.name}: notebooks {c.used_by} skip a part; to add it: {c.how_to_add}")
+print(f"{len(ex3_missing)} of {len(found)} parts missing; notebooks affected: {', '.join(ex3_losing) or 'none'}")
+assert all(c.how_to_add and c.used_by for c in ex3_missing)

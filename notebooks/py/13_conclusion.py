@@ -6,7 +6,7 @@
 # | **Question** | Which of the seeds' claims hold on this machine, by how much, and what should a fast training loop do first? |
 # | **Seeds** | all |
 # | **GPU** | no: it reads what the other notebooks saved; claims that need a GPU are marked as such |
-# | **Run time** | <!-- run-time --> workshop ~7.7 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~17 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Every notebook saves its figures, with the machine, scale and commit they came from, as
 # `results/NN_name.json` (`measure.save_results`). This notebook reads them and prints what they say; it
@@ -43,7 +43,7 @@ print(f"{len(runs.notebooks(docs))} notebook results and {len(runs.benchmarks(do
 # result saved before the current run of the notebooks started is a leftover and is named below, as is any
 # figure name that two notebooks save (two quantities must never share a name).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 saved = pd.DataFrame([{"notebook": name, "scale": d["provenance"].get("scale"), "device": d["provenance"].get("device"),
                        "figures": len(d["figures"]), "date": d["provenance"].get("date"),
                        "commit": (d["provenance"].get("commit") or "?")[:8]} for name, d in runs.notebooks(docs).items()])
@@ -179,10 +179,67 @@ print("every checklist item reads a registered notebook:", all(nb in producers f
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Run `make reproduce SCALE=full` on a GPU machine and compare the two reports: which statuses change, and
-#    which checklist items move up?
-# 2. Add a claim to `claims.CLAIMS` for a figure that notebook 08 saves (for instance the decode rate of the
-#    fastest decoder over Pillow's) with a threshold of your choice, print it with `claims.check` in notebook
-#    08's reproduction check, and re-run notebook 08 and this one.
-# 3. Save a figure under a name that another notebook already uses and re-run this notebook: where does the
-#    clash show, and what would REPORT.md have shown without the check?
+# Each solution reads the results loaded above (`docs`, `table`) and writes nothing.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Which notebooks have not saved a result in this folder, and which claims wait on each? *Look for*
+# the notebook to run next: the one that would turn the most claims from *not measured* into a verdict.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_expected = sorted(p.stem for p in runner.notebook_paths() if not p.stem.startswith("13_"))
+ex1_saved = set(runs.notebooks(docs))
+ex1_missing = [name for name in ex1_expected if name not in ex1_saved]
+ex1_waiting = {name: [c.name for c in claims.CLAIMS if c.notebook == name] for name in ex1_missing}
+print(f"saved: {len(ex1_saved & set(ex1_expected))} of {len(ex1_expected)} notebooks")
+for name, waiting in sorted(ex1_waiting.items(), key=lambda kv: -len(kv[1])):
+    print(f"missing {name}: {len(waiting)} claim(s) wait on it" + (f" ({', '.join(waiting)})" if waiting else ""))
+# a claim whose notebook saved nothing has no figure measured here, whatever its status says it needs
+ex1_status = table.set_index("claim").status
+ex1_figure = table.set_index("claim")["measured here"]
+assert all(pd.isna(ex1_figure[c]) and ex1_status[c] != claims.REPRODUCED for waiting in ex1_waiting.values() for c in waiting)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Which measured verdicts are the closest calls? For every claim with a threshold and a figure measured
+# here, compute the margin: the measured value over its lower bound (`at_least`), or the upper bound
+# (`at_most`) over the measured value. *Look for* margins near one: those verdicts are the likeliest to change
+# on a busy machine or on another run, which is why the claims with a confidence interval decide by the interval.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_rows = []
+for c in claims.CLAIMS:
+    ex2_value = table.set_index("claim").at[c.name, "measured here"]
+    if ex2_value is None or ex2_value != ex2_value or ex2_value <= 0 or (c.at_least is None and c.at_most is None):
+        continue  # not measured here, or a yes/no claim
+    ex2_margins = [ex2_value / c.at_least] if c.at_least else []
+    ex2_margins += [c.at_most / ex2_value] if c.at_most else []
+    ex2_rows.append({"claim": c.name, "measured": ex2_value, "needs": c.needed(), "margin": min(ex2_margins),
+                     "status": table.set_index("claim").at[c.name, "status"]})
+ex2_close = pd.DataFrame(ex2_rows, columns=["claim", "measured", "needs", "margin", "status"]).sort_values("margin")
+print(f"{len(ex2_close)} measured claims with a threshold; the closest calls:" if len(ex2_close)
+      else "no claim with a threshold has been measured in this folder yet")
+print(ex2_close.head(5).to_string(index=False, float_format="{:.3g}".format) if len(ex2_close) else "")
+assert len(ex2_close) == len(ex2_rows) and (ex2_close.margin > 0).all()
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Save a figure under a name that another notebook already uses, and see where the clash shows, without
+# writing a file: copy the loaded results, add a result `99_clash` whose figure reuses a name another notebook
+# saves, and pass the copy to `runs.conflicts` and `runs.figure_table`. *Look for* the name listed with both
+# producers; without the check, REPORT.md would show one of the two values under the name, and a claim could
+# read the wrong quantity.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import copy
+
+ex3_docs = copy.deepcopy(docs)
+ex3_taken = runs.figure_table(ex3_docs)
+if len(ex3_taken):
+    ex3_name, ex3_owner = ex3_taken.figure.iloc[0], ex3_taken.notebook.iloc[0]
+else:  # no notebook result saved yet: make up the first producer too
+    ex3_name, ex3_owner = "copy_gb_per_s_ram", "00_setup"
+    ex3_docs[ex3_owner] = {"name": ex3_owner, "provenance": {}, "figures": {ex3_name: 1.0}}
+    print("no notebook result in this folder: the first producer is made up too")
+ex3_docs["99_clash"] = {"name": "99_clash", "provenance": {}, "figures": {ex3_name: 2.0}}
+ex3_found = runs.conflicts(ex3_docs)
+print(f"{ex3_name}: saved by {', '.join(ex3_found.get(ex3_name, []))}")
+print(runs.figure_table(ex3_docs).query("figure == @ex3_name").to_string(index=False))
+assert {ex3_owner, "99_clash"} <= set(ex3_found.get(ex3_name, [])) and "99_clash" not in docs  # docs untouched

@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~32 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~30 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all. `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -19,86 +19,263 @@
 # - it keeps a few batches and **replays** the step alone over them: the throughput with free loading. The
 #   ratio of the two is the **headspace** (what SPDL's `CacheDataLoader` estimates);
 # - it names a verdict and ranks the knobs by the gain it predicts from the figures it measured.
+#
+# Section 1 shows the code that takes these measurements; each later section shows the loop it diagnoses.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-import inspect
+from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
+
 import os
-import warnings
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
 
-from fastloops_helpers import config, diagnose, measure
+from fastloops_helpers import ThreadPrefetcher, config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.experiments import imagefolder
+from fastloops_helpers.experiments.diagnose import predict, row, run_diagnose, seconds_per_batch, seconds_per_image, spdl_headspace
 from fastloops_helpers.measure import advice, plots
-from fastloops_helpers.experiments import diagnose as exp
 
 print(config.describe().split(", data=")[0])
 print(measure.hardware_line())
-
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 device = config.device()
-knobs = exp.knobs()                            # batches measured, warm-up batches, batches replayed
-step_ms = config.size("anatomy.step_ms")       # the stand-in GPU step of the image loops: longer hides more loading
-batch_size = config.size("imagefolder.batch_size")  # images per batch in the image loops
-cores = len(os.sched_getaffinity(0))           # how many workers can run at once
-main_threads = 1                               # torch threads in the main process, as DataLoader sets in each worker
-torch.set_num_threads(main_threads)            # (more: collate's torch.stack splits over threads that fight the workers)
+cores = len(os.sched_getaffinity(0))  # how many workers can run at once
 rows, figures = [], {}
-print(f"diagnose knobs: {knobs}")
+
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+batches = config.size("diagnose.batches")          # measured batches per loop: more gives steadier shares, costs time
+warmup = config.size("diagnose.warmup")            # batches run first and left out (worker start-up, cold caches)
+replay = config.size("diagnose.replay")            # cached batches replayed through the step alone: steadier headspace, more memory
+step_ms = config.size("anatomy.step_ms")           # the stand-in GPU step of the image loops: longer hides more loading
+batch_size = config.size("imagefolder.batch_size")  # images per batch in the image loops: larger amortises per-batch costs
+otto_rows = config.size("otto.rows")               # rows of the synthetic Otto table: more gives longer epochs
+otto_batch_size = config.size("otto.batch_size")   # rows per batch in the Otto loop (the seed's)
+main_threads = 1                                   # torch threads in the main process, as DataLoader sets in each worker
+torch.set_num_threads(main_threads)                # (more: collate's torch.stack splits over threads that fight the workers)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. The verdict, on loops whose costs we know
+# ## 1. What `diagnose` times
 #
-# The rules are plain thresholds on two measured figures (`fastloops_helpers.measure.advice`):
+# The loop below is the whole measurement. Each batch gets four clock reads: before `next(it)`, after it (the
+# **wait**: the loader's time and nothing else), after the optional `copy` to the device, and after the step
+# (CUDA synchronised first, so the clock sees the GPU's work, not only its launch). When the loader runs out,
+# `iter` starts a new epoch, as training does, and the first batch's wait includes that restart. The shares
+# are sums over the measured batches divided by their wall time; the warm-up batches are run but left out.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.measure.input_bound
+# the package's loop, imported below: it also records the timeline and stops the workers of the copy it runs
+def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
+         copy: Callable[[Any], Any] | None, device: Any) -> _Run:
+    """Run `total` batches, epoch after epoch as training does (iter() again when the loader runs out)."""
+    run = _Run()
+    last = now()  # the end of the previous batch: an epoch's restart counts in its first batch's wait
+    while len(run.rows) < total:
+        before = len(run.rows)
+        start = now()
+        it = iter(source)
+        run.tl.events.append(timeline.Event(MAIN, "start", -1, start, now()))
+        try:
+            last = _epoch(run, it, step, total, warmup, replay, copy, device, last)
+        finally:
+            if len(run.rows) >= total:
+                run.pss_mb = pss_mb()  # after the last batch, workers still alive: what the running loop holds
+            _close(it, source)
+        if it is source or len(run.rows) == before:
+            break  # a one-shot iterator is spent, or an epoch gave no batch
+    if not run.pss_mb:
+        run.pss_mb = pss_mb()
+    return run
+
+
+def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
+           copy: Callable[[Any], Any] | None, device: Any, begin: float) -> float:
+    """Run batches from `it` until it ends or `total` are done; return the end time of the last one."""
+    first = True
+    while len(run.rows) < total:
+        n = len(run.rows)
+        t0 = now()
+        try:
+            item = next(it)  # the wait: the loader's time and nothing else
+        except StopIteration:
+            return begin
+        except Exception as exc:
+            raise LoopError(f"the loader raised {type(exc).__name__} on batch {n} (counting from 0 since diagnose "
+                            f"started): {exc}. Fix the loader, or pass warmup + batches <= {n} "
+                            f"to diagnose the batches before it") from exc
+        t1 = now()
+        batch = _unwrap(item, n, run.tl)
+        t2 = t1
+        if copy is not None:
+            batch = copy(batch)
+            sync(device)
+            t2 = now()
+        try:
+            step(batch)
+        except Exception as exc:
+            raise LoopError(f"the step raised {type(exc).__name__} on batch {n}: {exc}") from exc
+        sync(device)  # the step's CUDA work is finished before the clock is read
+        t3 = now()
+        _record(run, n, begin, (t0, t1, t2, t3), batch, first, copy is not None)
+        if warmup <= n < warmup + replay:
+            run.cached.append(batch)  # kept for the replay
+        begin, first = t3, False
+    return begin
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `diagnose` wraps that loop. A `DataLoader` is first rebuilt around an instrumented copy of its dataset and
+# collate (`_instrumented`), so its workers stamp each fetch and collate; after the loop, `_replay` runs the
+# step alone over the batches kept in memory, `repeat` times, and takes the median: the loop's speed if
+# loading were free. `_diagnosis` turns the rows into shares, percentiles and the advice.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.measure.input_bound
+# the package's entry point, imported below with everything it calls
+def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int = 50, warmup: int = 3,
+             replay: int = 16, repeat: int = 3, copy: Callable[[Any], Any] | None = None,
+             device: torch.device | str | None = None, instrument: bool = True) -> Diagnosis:
+    """Run `loader` -> (`copy`) -> `step` for `warmup + batches` batches; return the Diagnosis."""
+    if batches < 1 or warmup < 0 or replay < 1 or repeat < 1:
+        raise ValueError(f"need batches >= 1, warmup >= 0, replay >= 1, repeat >= 1; got batches={batches}, "
+                         f"warmup={warmup}, replay={replay}, repeat={repeat}")
+    source = (_instrumented(loader) if instrument else None) or loader
+    try:
+        run = _run(source, step, warmup + batches, warmup, replay, copy, device)
+    finally:
+        _stop_workers(source, loader)
+    if len(run.rows) <= warmup:
+        raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
+                         f"lower warmup or give it more data")
+    replay_s = _replay(step, run.cached, repeat, device)
+    return _diagnosis(run, loader, replay_s, warmup, device)
+
+
+def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any) -> float:
+    """Return the median seconds `step` takes over the cached batches alone: the loop with loading free."""
+    return median(measure(lambda: [step(b) for b in cached], repeat=repeat, warmup=0, device=device))
+
+
+# %% slideshow={"slide_type": "subslide"}
+from fastloops_helpers import diagnose  # the package's, shown above
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## 2. The verdict, on loops whose costs we know
+#
+# The rules are plain thresholds on the two measured figures (`fastloops_helpers.measure.advice`):
 
 # %% slideshow={"slide_type": "-"}
 for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", "COMPUTE_BOUND_HEADSPACE"):
     print(f"{name} = {getattr(advice, name)}")
-print(inspect.getsource(advice.verdict).split('"""')[-1].strip())
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.measure.advice
+# the verdict `diagnose` prints (the package's, called by diagnose)
+def verdict(wait_share: float, headspace: float) -> str:
+    """Return "input-bound", "balanced" or "compute-bound" from the wait share and the headspace."""
+    if wait_share >= INPUT_BOUND_WAIT or headspace >= INPUT_BOUND_HEADSPACE:
+        return "input-bound"
+    if wait_share < COMPUTE_BOUND_WAIT and headspace < COMPUTE_BOUND_HEADSPACE:
+        return "compute-bound"
+    return "balanced"
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# Two loops whose costs are known by construction: a loader that sleeps before each batch of zeros, and the
+# stand-in step of notebook 07, which sleeps too (a GPU step leaves the CPU free in the same way).
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.measure.timeline
+# notebook 07's stand-in GPU step (the package's, used by every loop below)
+def gpu_like_step(seconds: float) -> Callable[[Any], None]:
+    """Return a stand-in training step that takes `seconds` but leaves the CPU free, as a GPU step does."""
+    def step(_batch: Any) -> None:
+        time.sleep(seconds)
+    return step
+
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.diagnose
+# a loader whose cost is known (the package's, imported below)
+class SleepyLoader:
+    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`."""
+
+    def __init__(self, load_ms: float, n: int = 1000, batch_size: int = 32) -> None:
+        self.load_s, self.n, self.batch_size = load_ms / 1000, n, batch_size
+
+    def __iter__(self) -> Any:
+        for _ in range(self.n):
+            timeline.gpu_like_step(self.load_s)(None)  # sleeps: the CPU stays free, as an I/O-bound loader leaves it
+            yield torch.zeros(self.batch_size, 4)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction.** A loader that sleeps 20 ms per batch in front of a 2 ms step waits 20 / (20 + 2) = 91 % of
 # the time, and the step alone runs (20 + 2) / 2 = 11x faster than the loop: input-bound. A loader that
 # returns at once in front of a 20 ms step waits about 0 % and has a headspace of about 1x: compute-bound.
 # Sleeping leaves the CPU free, so a busy machine can stretch these figures only a little.
 
-# %% slideshow={"slide_type": "-"}
-slow_loader = diagnose(exp.SleepyLoader(load_ms=20), exp.timeline.gpu_like_step(0.002), batches=20, warmup=2, replay=8)
-fast_loader = diagnose(exp.SleepyLoader(load_ms=0), exp.timeline.gpu_like_step(0.020), batches=20, warmup=2, replay=8)
+# %% slideshow={"slide_type": "subslide"}
+from fastloops_helpers.experiments.diagnose import SleepyLoader  # the package's, shown above
+from fastloops_helpers.measure.timeline import gpu_like_step
+
+slow_loader = diagnose(SleepyLoader(load_ms=20), gpu_like_step(0.002), batches=20, warmup=2, replay=8)
+fast_loader = diagnose(SleepyLoader(load_ms=0), gpu_like_step(0.020), batches=20, warmup=2, replay=8)
 print("20 ms loader, 2 ms step:", slow_loader.verdict)
 print("instant loader, 20 ms step:", fast_loader.verdict)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("instant loader", fast_loader, 0.0, 1.0)):
     print(f"{label}: predicted wait {wait:.0%}, measured {d.wait_share:.0%}; "
           f"predicted headspace {head:.3g}x, measured {d.headspace:.3g}x")
     print("   ", d)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The measured wait is a little above the sleep: `time.sleep` oversleeps by a fraction of a millisecond, and
 # the loop's own Python work between batches counts as neither wait nor step. The one-line `repr` names the
 # verdict and the first knob; `.table()`, `.advice()` and `.plot()` give the rest.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 2. ImageFolder, per-sample decoding, no workers
+# ## 3. ImageFolder, per-sample decoding, no workers
 #
 # Notebook 09's pipeline: `DataLoader` over an `ImageFolder` that decodes each JPEG and resizes, crops, flips
-# and normalises it one sample at a time, in the main process. **Prediction:** with a load time per batch of
-# `L = batch_size x (one image's decode + transforms)` and a step of `S`, the loop does one after the other, so
-# the wait share is `L / (L + S)` and the headspace `(L + S) / S`. We time one image now to fill in `L`.
+# and normalises it one sample at a time, in the main process; the step is the stand-in above, `step_ms` long.
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.experiments.diagnose
+# the package's, imported below: the benchmark `diagnose` builds the same loops, and workers import the dataset
+def image_dataset(prepared: imf.Prepared) -> ImageFolder:
+    """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
+    return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
+
+
+def image_loop(data: ImageFolder, batch_size: int, num_workers: int, step_ms: float,
+               persistent_workers: bool = False) -> Loop:
+    """Return notebook 09's per-sample loop: DataLoader over ImageFolder, and a stand-in GPU step of `step_ms`."""
+    loader = DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                        persistent_workers=persistent_workers and num_workers > 0)
+    return loader, timeline.gpu_like_step(step_ms / 1000)  # sleeps: the CPU stays free, as under a GPU step
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Prediction:** with a load time per batch of `L = batch_size x (one image's decode + transforms)` and a step
+# of `S`, the loop does one after the other, so the wait share is `L / (L + S)` and the headspace
+# `(L + S) / S`. We time one image now to fill in `L`.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-loops = exp.loops(device)
-per_image = exp.seconds_per_image(exp.image_dataset())
+from fastloops_helpers.experiments.diagnose import image_dataset, image_loop  # the package's, shown above
+
+prepared = imagefolder.prepare()  # the synthetic ImageFolder and its decoded memmap (written once)
+images = image_dataset(prepared)
+per_image = seconds_per_image(images)
 load_s, step_s = batch_size * per_image, step_ms / 1000
-expect0 = exp.predict(load_s, step_s, num_workers=0, cores=cores)
+expect0 = predict(load_s, step_s, num_workers=0, cores=cores)
 print(f"one image {per_image * 1e3:.2f} ms x {batch_size} = L {load_s * 1e3:.0f} ms per batch, S {step_ms} ms")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-folder0 = exp.run_diagnose(loops["ImageFolder, 0 workers"])
-rows.append(exp.row("ImageFolder, 0 workers", folder0))
+folder0 = run_diagnose(image_loop(images, batch_size, 0, step_ms), batches, warmup, replay)
+rows.append(row("ImageFolder, 0 workers", folder0))
 ok = 0.7 <= folder0.headspace / expect0["headspace"] <= 1.5
 print(f"predicted wait {expect0['wait_share']:.0%}, measured {folder0.wait_share:.0%}; "
       f"predicted headspace {expect0['headspace']:.2g}x, measured {folder0.headspace:.2g}x: {'within' if ok else 'missed'} -30 %/+50 %")
@@ -119,7 +296,7 @@ folder0.advice()
 # number of cores (notebook 07).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 3. The same loop with two workers
+# ## 4. The same loop with two workers
 #
 # **Prediction:** two workers decode two batches at once on `min(2, cores)` cores, so a steady batch takes
 # `max(S, L / 2)`. Without `persistent_workers`, every epoch forks the workers again, and its first batch waits
@@ -127,9 +304,9 @@ folder0.advice()
 # leaves out the few epoch starts, and print what those starts cost.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-expect2 = exp.predict(load_s, step_s, num_workers=2, cores=cores)
-folder2 = exp.run_diagnose(loops["ImageFolder, 2 workers"])
-rows.append(exp.row("ImageFolder, 2 workers", folder2))
+expect2 = predict(load_s, step_s, num_workers=2, cores=cores)
+folder2 = run_diagnose(image_loop(images, batch_size, 2, step_ms), batches, warmup, replay)
+rows.append(row("ImageFolder, 2 workers", folder2))
 ok = 0.7 <= folder2.batch_p50_s / expect2["batch_s"] <= 1.5
 print(f"steady batch: predicted max(S, L/2) = {expect2['batch_s'] * 1e3:.1f} ms, measured median "
       f"{folder2.batch_p50_s * 1e3:.1f} ms: {'within' if ok else 'missed'} -30 %/+50 %")
@@ -150,21 +327,34 @@ folder2.advice()
 # the workers' start-up, which `persistent_workers=True` pays only once.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 4. memmap + BatchLoader: decoded once, transformed per batch
+# ## 5. memmap + BatchLoader: decoded once, transformed per batch
 #
 # Notebook 09's fast path: the images were decoded and resized once into a memmap; each batch is one gather
-# plus one batched crop, flip and normalise, in the main process (no workers). **Prediction:** the load per
-# batch is now a gather and a few vectorised passes over `batch_size x 3 x 256 x 256` bytes, much less than the
-# decode above, so the wait share falls by about `L / L_memmap`; we time one batch of the loader to fill it in.
+# plus one batched crop, flip and normalise, in the main process (no workers), before the same step.
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.experiments.diagnose
+# the package's, imported below (the benchmark `diagnose` builds the same loop)
+def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loop:
+    """Return notebook 09's fast loop: BatchLoader over the decoded memmap, batched transforms, the same step."""
+    fields = {"images": train.images, "labels": train.labels}  # BatchLoader gathers each with one np.take
+    loader = BatchLoader(fields, batch_size, shuffle=True, seed=0, transform=imf.batch_transform("train"))
+    return loader, timeline.gpu_like_step(step_ms / 1000)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **Prediction:** the load per batch is now a gather and a few vectorised passes over
+# `batch_size x 3 x 256 x 256` bytes, much less than the decode above, so the wait share falls by about
+# `L / L_memmap`; we time one batch of the loader to fill it in.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-memmap_loader, _ = loops["memmap + BatchLoader"]
-it = iter(memmap_loader)
-load_memmap_s = measure.median(measure.measure(lambda: next(it), repeat=3, warmup=1))
-del it
-expect_mm = exp.predict(load_memmap_s, step_s, num_workers=0, cores=cores)
-mm = exp.run_diagnose(loops["memmap + BatchLoader"])
-rows.append(exp.row("memmap + BatchLoader", mm))
+from fastloops_helpers.experiments.diagnose import memmap_loop  # the package's, shown above
+
+fast = memmap_loop(prepared.train, batch_size, step_ms)
+load_memmap_s = seconds_per_batch(fast[0])
+expect_mm = predict(load_memmap_s, step_s, num_workers=0, cores=cores)
+mm = run_diagnose(fast, batches, warmup, replay)
+rows.append(row("memmap + BatchLoader", mm))
 print(f"load per batch {load_memmap_s * 1e3:.1f} ms; predicted wait {expect_mm['wait_share']:.0%}, measured {mm.wait_share:.0%}; "
       f"predicted headspace {expect_mm['headspace']:.2g}x, measured {mm.headspace:.2g}x")
 mm.advice()
@@ -176,16 +366,35 @@ mm.advice()
 # `max(S, L_memmap)` instead of their sum.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 5. The Otto MLP: in-memory rows, one `__getitem__` per sample
+# ## 6. The Otto MLP: in-memory rows, one `__getitem__` per sample
 #
-# Notebook 10's loop: a `DataLoader` with one worker over 93-float rows already in memory, batch 1024, and the
-# MLP's real training step. **Prediction:** each sample costs a Python call, a row copy and its share of the
-# collate, a few microseconds, times 1024 samples per batch: a few milliseconds of loading, as long as or longer
-# than the MLP's step on a CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
+# Notebook 10's loop: a `DataLoader` with one worker over 93-float rows already in memory, `otto_batch_size`
+# rows per batch, and the MLP's real training step (forward, loss, backward, Adam).
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.experiments.diagnose
+# the package's, imported below: the worker imports OttoRows from the package
+def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
+    """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
+    X, y, _, _ = otto.load_otto(rows)
+    loader = DataLoader(otto.OttoRows(X, y), batch_size=batch_size, shuffle=True,
+                        num_workers=1, pin_memory=device.type == "cuda")
+    torch.manual_seed(0)
+    model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+    step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+    return loader, lambda batch: step(*batch)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Prediction:** each sample costs a Python call, a row copy and its share of the collate, a few microseconds,
+# times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
+# CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-otto_d = exp.run_diagnose(loops["Otto MLP"])
-rows.append(exp.row("Otto MLP", otto_d))
+from fastloops_helpers.experiments.diagnose import otto_loop  # the package's, shown above
+
+otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
+rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
 print(f"fetch {fetch_us:.1f} us per sample (threshold for 'in memory': {advice.IN_MEMORY_SAMPLE_S * 1e6:.0f} us), "
       f"step alone {otto_d.figures.step_s * 1e3:.2f} ms per batch")
@@ -198,7 +407,7 @@ otto_d.advice()
 # the verdict reads both figures.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 6. Headspace, measured by SPDL's `CacheDataLoader`
+# ## 7. Headspace, measured by SPDL's `CacheDataLoader`
 #
 # SPDL (`spdl-core`, the `threads` extra) estimates the same figure differently: `CacheDataLoader` yields the
 # first `live` batches from your loader, keeping the first few, then yields those cached batches again; the
@@ -215,9 +424,9 @@ except ImportError:
     have_spdl = False
     print("spdl-core is not installed (pip install -e '.[threads]'): skipping the comparison")
 if have_spdl:
-    fresh = exp.loops(device)["ImageFolder, 0 workers"]
-    live = min(len(fresh[0]), knobs["batches"])
-    spdl = exp.spdl_headspace(fresh, live=live, cached=min(knobs["replay"], live))
+    fresh = image_loop(images, batch_size, 0, step_ms)
+    live = min(len(fresh[0]), batches)
+    spdl = spdl_headspace(fresh, live=live, cached=min(replay, live))
     close = 1 / 1.3 <= spdl["headspace"] / folder0.headspace <= 1.3
     print(f"headspace: diagnose {folder0.headspace:.2g}x, CacheDataLoader {spdl['headspace']:.2g}x: "
           f"{'within' if close else 'missed'} +-30 %")
@@ -228,15 +437,15 @@ if have_spdl:
 # only the ratio; `diagnose` adds the wait share, the timeline, memory and the knob.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 7. Your own loop
+# ## 8. Your own loop
 #
 # Replace the two lines below by your loader and your step (any iterable; any callable taking a batch). Pass
 # `copy=partial(move_to, device=device, non_blocking=True)` to time the host-to-device copy apart from the step.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-my_loader = exp.SleepyLoader(load_ms=5, batch_size=64)        # your DataLoader, BatchLoader, generator...
-my_step = exp.timeline.gpu_like_step(0.004)                  # your training step: def step(batch): ...
-mine = diagnose(my_loader, my_step, **knobs)
+my_loader = SleepyLoader(load_ms=5, batch_size=64)  # your DataLoader, BatchLoader, generator...
+my_step = gpu_like_step(0.004)                      # your training step: def step(batch): ...
+mine = diagnose(my_loader, my_step, batches=batches, warmup=warmup, replay=replay)
 print(mine)
 mine.advice()
 
@@ -257,8 +466,9 @@ figures["diagnose_input_bound_found"] = float(rows[0]["verdict"] == "input-bound
 if have_spdl:
     figures["spdl_headspace_imagefolder0"] = spdl["headspace"]
     figures["diagnose_headspace_over_spdl_cache"] = rows[0]["headspace"] / spdl["headspace"]
-path = measure.save_results("15_is_my_loop_input_bound", figures, rows, knobs={**knobs, "step_ms": step_ms,
-                            "batch_size": batch_size, "cores": cores}, repeats=1)
+used = {"batches": batches, "warmup": warmup, "replay": replay, "step_ms": step_ms, "batch_size": batch_size,
+        "otto_rows": otto_rows, "otto_batch_size": otto_batch_size, "main_threads": main_threads, "cores": cores}
+path = measure.save_results("15_is_my_loop_input_bound", figures, rows, knobs=used, repeats=1)
 print("saved", path.name)
 table.round(3)
 
@@ -266,7 +476,7 @@ table.round(3)
 # ## Reproduction check
 #
 # No seed makes a claim about `diagnose`; what this notebook checks is that the verdicts hold where the answer is
-# known by construction, with wide margins (tests/test_diagnose.py checks the same, the cell prints the
+# known by construction, with wide margins (tests/test_diagnose.py checks the same; section 2 prints the
 # thresholds): a loader that sleeps ten times as long as its step is input-bound, waits most of the time and has
 # a large headspace; an instant loader before a long step is compute-bound and hardly waits. The claims below
 # (in the registry, like every seed claim) are about the real loops, so they depend on this machine.
@@ -289,9 +499,67 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `step_ms` to 4 times its value in the defaults block (`config.SIZES["anatomy.step_ms"]`) and re-run
-#    sections 2 and 3. Which loop changes verdict, and does the first knob change?
-# 2. Give the two-worker loader of section 3 `persistent_workers=True` (in `exp.loops`) and diagnose it again.
-#    How much of the predicted gain do you get?
-# 3. Wrap the memmap loader of section 4 in `ThreadPrefetcher` and diagnose it. Compare the measured gain with
-#    the one `.advice()` predicted.
+# Each solution measures with the functions above and changes none of the notebook's variables.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Set `step_ms` to 4 times its value in the defaults block and re-run sections 3 and 4. Which loop
+# changes verdict, and does the first knob change? *Look for* the wait share falling as the longer step hides
+# more of the decoding, and the replayed step (`.figures.step_s`) growing with `step_ms`.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_step_ms = 4 * step_ms
+ex1_found = {}
+for ex1_workers, ex1_before in ((0, folder0), (2, folder2)):
+    ex1_after = run_diagnose(image_loop(images, batch_size, ex1_workers, ex1_step_ms), batches, warmup, replay)
+    ex1_found[ex1_workers] = ex1_after
+    ex1_knob = ex1_after.recommendations[0].knob if ex1_after.recommendations else "none"
+    print(f"{ex1_workers} workers: step {step_ms} -> {ex1_step_ms} ms: verdict {ex1_before.verdict} -> "
+          f"{ex1_after.verdict}, waits {ex1_before.wait_share:.0%} -> {ex1_after.wait_share:.0%}, first knob: {ex1_knob}")
+# the step sleeps `ex1_step_ms`: the replay of the step alone cannot take less, so the knob reached the measurement
+assert all(ex1_d.figures.step_s >= 0.95 * ex1_step_ms / 1000 for ex1_d in ex1_found.values())
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Give the two-worker loader of section 4 `persistent_workers=True` (`image_loop(..., persistent_workers=True)`)
+# and diagnose it again. How much of the gain that `folder2.advice()` predicted do you get? *Look for* the
+# epoch start (`epoch_start_s`): with persistent workers only the first epoch pays the workers' start-up.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_after = run_diagnose(image_loop(images, batch_size, 2, step_ms, persistent_workers=True), batches, warmup, replay)
+ex2_predicted = next((r.gain for r in folder2.recommendations if r.knob == "persistent_workers=True"), None)
+print(f"epoch start: {folder2.epoch_start_s * 1e3:.0f} ms -> {ex2_after.epoch_start_s * 1e3:.0f} ms")
+print(f"samples/s: {folder2.samples_per_s:.4g} -> {ex2_after.samples_per_s:.4g} "
+      f"(measured {ex2_after.samples_per_s / folder2.samples_per_s:.2f}x, predicted "
+      f"{'%.2fx' % ex2_predicted if ex2_predicted else 'no gain listed'})")
+# diagnose saw the knob, and no longer recommends it
+assert ex2_after.figures.persistent_workers is True
+assert all(r.knob != "persistent_workers=True" for r in ex2_after.recommendations)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** Wrap the memmap loader of section 5 in `ThreadPrefetcher` and diagnose it. Compare the measured gain
+# with the one `mm.advice()` predicted. *Look for* the wait share: the background thread gathers and transforms
+# the next batch while the step sleeps.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_loader, ex3_step = memmap_loop(prepared.train, batch_size, step_ms)
+ex3_after = run_diagnose((ThreadPrefetcher(ex3_loader), ex3_step), batches, warmup, replay)
+ex3_predicted = next((r.gain for r in mm.recommendations if r.knob.startswith("load ahead")), None)
+print(f"waits {mm.wait_share:.0%} -> {ex3_after.wait_share:.0%}; samples/s {mm.samples_per_s:.4g} -> "
+      f"{ex3_after.samples_per_s:.4g} (measured {ex3_after.samples_per_s / mm.samples_per_s:.2f}x, predicted "
+      f"{'%.2fx' % ex3_predicted if ex3_predicted else 'no gain listed'})")
+print(ex3_after)
+assert ex3_after.batches == batches and 0 < ex3_after.samples <= batches * batch_size
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** Where does the verdict flip? Diagnose `SleepyLoader(load_ms=...)` in front of a step of `step_ms` for
+# loads from zero to four times the step, and print each verdict. *Look for* the load at which the loop stops
+# being compute-bound, and compare it with the thresholds printed in section 2.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_verdicts = {}
+for ex4_share in (0, 0.25, 1, 4):
+    ex4_d = diagnose(SleepyLoader(load_ms=ex4_share * step_ms, n=batches + warmup), gpu_like_step(step_ms / 1000),
+                     batches=batches, warmup=warmup, replay=replay)
+    ex4_verdicts[ex4_share] = ex4_d.verdict
+    print(f"load {ex4_share:g} x step: waits {ex4_d.wait_share:.0%}, headspace {ex4_d.headspace:.2f}x -> {ex4_d.verdict}")
+# an instant loader is compute-bound and one four times slower than the step is input-bound, with wide margins
+assert ex4_verdicts[0] == "compute-bound" and ex4_verdicts[4] == "input-bound"

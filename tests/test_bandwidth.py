@@ -1,0 +1,42 @@
+"""The copy-bandwidth experiment (notebook 00): sizes, repeats and threads are arguments; threads are restored."""
+
+import pytest
+import torch
+
+from fastloops_helpers.experiments import bandwidth
+from fastloops_helpers.measure import capabilities
+
+
+def test_compare_measures_each_size_and_library_and_records_the_knobs():
+    result = bandwidth.compare([0.25, 1], repeat=2, threads=1)
+    assert [(r["size_mb"], r["library"]) for r in result.rows] == [(0.25, "torch"), (0.25, "numpy"),
+                                                                  (1, "torch"), (1, "numpy")]
+    assert all(r["gb_per_s"] > 0 for r in result.rows)
+    assert set(result.figures) == {"copy_gb_per_s_ram", "copy_gb_per_s_cache"}
+    assert result.knobs == {"sizes_mb": [0.25, 1], "threads": 1, "repeat": 2} and result.repeats == 2
+
+
+def test_the_thread_count_is_set_for_the_copy_and_restored():
+    before = torch.get_num_threads()
+    with bandwidth.torch_threads(1) as inside:
+        assert inside == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    bandwidth.copy_bandwidth(2**20, "torch", repeat=2, threads=1)
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        bandwidth.copy_bandwidth(2**20, "torch", repeat=2, threads=0)
+
+
+def test_run_reads_the_table_for_the_scale_it_is_given():
+    from fastloops_helpers import config
+
+    assert config.size("copy_mb", "smoke") < config.size("copy_mb", "full")  # the smoke run stays small
+    result = bandwidth.run("smoke")
+    assert result.knobs["sizes_mb"][-1] == config.size("copy_mb", "smoke")
+    assert result.repeats == config.size("repeat", "smoke")
+
+
+def test_checking_ffcv_leaves_torch_threads_alone():
+    before = torch.get_num_threads()
+    capabilities.check_ffcv()  # importing ffcv sets torch's threads to 1
+    assert torch.get_num_threads() == before

@@ -64,10 +64,21 @@ def test_an_instant_loader_with_a_20ms_step_is_compute_bound():
 def test_the_replay_runs_the_same_step_on_the_same_batches():
     seen = []
     d = diagnose(SleepyLoader(0.0, n=20), lambda b: seen.append(int(b[0, 0])), batches=10, warmup=3, replay=4, repeat=2)
-    live, replayed = seen[:13], seen[13:]
-    assert live == list(range(13))
-    assert replayed == [3, 4, 5, 6] * 2  # the 4 batches after warm-up, replayed twice, in order
+    # live batches 0..6 fill the cache (3..6), a replay pass runs; 7..10, another pass; 11, 12 end the loop
+    assert seen == [*range(7), 3, 4, 5, 6, *range(7, 11), 3, 4, 5, 6, 11, 12]
     assert d.batches == 10
+
+
+def test_a_step_slowed_in_the_loop_only_makes_the_verdict_inconclusive():
+    from fastloops_helpers.measure import input_bound
+
+    # a busy neighbour's pattern: the step took 20 ms per batch in the loop and 1 ms alone
+    run = input_bound._Run(rows=[{"begin": i, "end": i + 1, "wait": 0.0, "copy": 0.0, "step": 0.02, "samples": 8,
+                                  "first": i == 0} for i in range(6)], cached=[torch.zeros(8, 2)] * 2)
+    d = input_bound._diagnosis(run, [], replay_s=0.002, warmup=1, device="cpu")
+    assert d.verdict == input_bound.BUSY and d.live_over_replay_step == pytest.approx(20) and not d.recommendations
+    quiet = input_bound._diagnosis(run, [], replay_s=0.04, warmup=1, device="cpu")
+    assert quiet.verdict != input_bound.BUSY
 
 
 def test_epochs_restart_when_the_loader_runs_out():

@@ -7,6 +7,8 @@
 - Every exercise (a markdown cell after `## Exercises`) is followed by a solution cell that runs.
 
 tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains them.
+`python -m fastloops_helpers.book.lab_bench NOTEBOOK ...` rewrites the shown cells from the package's source
+(after a change in the package; the other direction, a `#@save` cell edited in the notebook, is copied by hand).
 """
 
 from __future__ import annotations
@@ -19,13 +21,36 @@ from typing import Any
 SHOWN = re.compile(r"^\s*#\s*(?:@save|shown from)\s+(fastloops_helpers[\w.]*)")
 DEFAULTS, SOLUTION, UNCOMPARED = "defaults", "solution", "nbval-ignore-output"
 # Calls that measure: into these module families, or the harness functions named here.
-MEASURING_MODULES = ("fastloops_helpers.experiments", "fastloops_helpers.load", "fastloops_helpers.data",
-                     "fastloops_helpers.teach", "fastloops_helpers.models")
-HARNESS = {"measure.interleaved", "measure.measure", "measure.per_call", "measure.drain", "timeline.record",
-           "diagnose", "torch.set_num_threads"}
+MEASURING_MODULES = (
+    "fastloops_helpers.experiments",
+    "fastloops_helpers.load",
+    "fastloops_helpers.data",
+    "fastloops_helpers.teach",
+    "fastloops_helpers.models",
+)
+HARNESS = {
+    "measure.interleaved",
+    "measure.measure",
+    "measure.per_call",
+    "measure.drain",
+    "timeline.record",
+    "diagnose",
+    "torch.set_num_threads",
+}
 # Calls that never measure, whatever they are given.
-NOT_MEASURING = {"print", "measure.show", "measure.predicted", "measure.save_results", "plots.save", "len", "str",
-                 "format", "round", "float", "int"}
+NOT_MEASURING = {
+    "print",
+    "measure.show",
+    "measure.predicted",
+    "measure.save_results",
+    "plots.save",
+    "len",
+    "str",
+    "format",
+    "round",
+    "float",
+    "int",
+}
 RESULTS_WRITERS = ("save_results", "plots.save", "claims.save", "write_text(", "savefig(")
 
 
@@ -59,8 +84,13 @@ def _strip(node: ast.AST) -> str:
     node = ast.parse(ast.unparse(node))  # a fresh copy
     for sub in ast.walk(node):
         body = getattr(sub, "body", None)
-        if (isinstance(body, list) and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str)):
+        if (
+            isinstance(body, list)
+            and body
+            and isinstance(body[0], ast.Expr)
+            and isinstance(body[0].value, ast.Constant)
+            and isinstance(body[0].value.value, str)
+        ):
             sub.body = body[1:] or [ast.Pass()]
     return ast.dump(node, include_attributes=False)
 
@@ -97,7 +127,9 @@ def knobs(source: str) -> list[str]:
     """Return the names a defaults cell assigns at its top level, in order."""
     names: list[str] = []
     for node in ast.parse(source).body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
         for target in targets:
             names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and n.id not in names]
     return names
@@ -147,15 +179,21 @@ def _public_home(name: str) -> str:
 
 def _measuring_functions(nb: Any, imports: dict[str, str]) -> set[str]:
     """Return the notebook's own functions whose bodies make a measuring call (to a fixed point)."""
-    defs = {n.name: n for c in nb.cells if c.cell_type == "code" for n in _code(c).body
-            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defs = {
+        n.name: n
+        for c in nb.cells
+        if c.cell_type == "code"
+        for n in _code(c).body
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     local: set[str] = set()
     changed = True
     while changed:
         changed = False
         for name, node in defs.items():
-            if name not in local and any(isinstance(c, ast.Call) and _measuring(c.func, imports, local)
-                                         for c in ast.walk(node)):
+            if name not in local and any(
+                isinstance(c, ast.Call) and _measuring(c.func, imports, local) for c in ast.walk(node)
+            ):
                 local.add(name)
                 changed = True
     return local
@@ -172,11 +210,14 @@ def unreached_knobs(nb: Any) -> list[str]:
     for cell in cells[index:]:
         tree = _code(cell)
         for node in ast.walk(tree):
-            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension)) and cell is not cells[index]:
+            if (
+                isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.For, ast.comprehension))
+                and cell is not cells[index]
+            ):
                 value = node.iter if isinstance(node, (ast.For, ast.comprehension)) else node.value
                 targets = [node.target] if not isinstance(node, ast.Assign) else node.targets
                 used = {n.id for n in ast.walk(value) if isinstance(n, ast.Name)} if value is not None else set()
-                for knob, names in carriers.items():
+                for names in carriers.values():
                     if used & names:
                         names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
             if isinstance(node, ast.Call) and _measuring(node.func, imports, local):
@@ -189,8 +230,10 @@ def unreached_knobs(nb: Any) -> list[str]:
 def exercises(nb: Any) -> list[tuple[str, Any]]:
     """Return (exercise text, the code cell after it or None) for each markdown cell after `## Exercises`."""
     cells = list(nb.cells)
-    start = next((i for i, c in enumerate(cells) if c.cell_type == "markdown"
-                  and re.search(r"(?m)^##\s+Exercises", c.source)), None)
+    start = next(
+        (i for i, c in enumerate(cells) if c.cell_type == "markdown" and re.search(r"(?m)^##\s+Exercises", c.source)),
+        None,
+    )
     if start is None:
         return []
     out = []
@@ -226,7 +269,7 @@ def leaking_solutions(nb: Any) -> list[str]:
             continue
         stored = {n.id for n in ast.walk(_code(cell)) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         stored |= {n.name for n in _code(cell).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
-        for later in cells[i + 1:]:
+        for later in cells[i + 1 :]:
             tree = _code(later)
             own = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
             own |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
@@ -236,3 +279,38 @@ def leaking_solutions(nb: Any) -> list[str]:
             if leaked:
                 problems.append(f"a later cell reads {', '.join(sorted(leaked))} set by a solution")
     return problems
+
+
+def synced(source: str) -> str:
+    """Return a shown cell with each definition replaced by the package's current source (comments before it kept)."""
+    import inspect
+    import textwrap
+
+    home = resolve(origin(source))
+    lines = source.splitlines()
+    first = min((n.lineno - 1 - len(n.decorator_list) for n in _definitions(source)), default=len(lines))
+    head = "\n".join(lines[:first]).rstrip()
+    bodies = [textwrap.dedent(inspect.getsource(getattr(home, name))).rstrip() for name in defined_names(source)]
+    return head + "\n" + "\n\n\n".join(bodies) + "\n" if bodies else source
+
+
+def sync(path: str) -> int:
+    """Rewrite the shown cells of notebook `path` from the package; return how many changed (outputs kept)."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    changed = 0
+    for cell in shown_cells(nb):
+        new = synced(cell.source).rstrip("\n")
+        if new != cell.source:
+            cell.source, changed = new, changed + 1
+    if changed:
+        nbformat.write(nb, path)
+    return changed
+
+
+if __name__ == "__main__":
+    import sys
+
+    for name in sys.argv[1:]:
+        print(f"{name}: {sync(name)} shown cell(s) rewritten from the package")

@@ -4,8 +4,10 @@
 the loader runs out), stamping with `measure.now` and synchronising CUDA before each stamp. For a torch
 DataLoader it runs a copy rebuilt around the same dataset, sampler, collate function and knobs, wrapped by
 `timeline.instrument`, so workers report when they fetched and collated each batch (the user's dataset code is
-not touched). Then it replays the step alone over the first cached batches: the throughput the loop would have
-if loading were free. Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+not touched). The step alone is replayed over the first cached batches, the throughput the loop would have if
+loading were free, in passes interleaved with the live batches, so that a busy spell of the machine hits both;
+when the step's time in the loop and alone still disagree, the verdict is "inconclusive: the machine was busy".
+Explained in notebooks/15_is_my_loop_input_bound.ipynb.
 """
 
 from __future__ import annotations
@@ -24,10 +26,12 @@ from torch.utils.data import DataLoader, IterableDataset
 
 from ..tree import batch_len, tensors
 from . import advice, timeline
-from .clock import measure, now, sync
+from .clock import Timer, measure, now, sync
 from .stats import median, p95
 
 MAIN = "main: loop"
+BUSY = "inconclusive: the machine was busy"
+BUSY_RATIO = 1.5  # the step in the loop and alone, per batch, further apart than this: something else ran
 
 
 class LoopError(RuntimeError):
@@ -51,10 +55,12 @@ class Diagnosis:
     batch_p95_s: float          # ... and 95th percentile
     replay_samples_per_s: float  # the step alone over cached batches: loading free
     headspace: float            # replay_samples_per_s / samples_per_s
+    live_over_replay_step: float  # the step's median time per batch in the loop over its time alone (~1: quiet)
     pss_mb: dict[str, float]    # proportional set size of the main process and of its children (workers)
     stages_ms: dict[str, float]  # median milliseconds per batch of each timeline stage
     batches: int                # measured batches (after warm-up)
-    samples: int                # measured samples
+    samples: int                # measured samples (the shares leave out the batches a loader had ready after
+                                # each replay pass: they came without a wait)
     verdict: str
     recommendations: list[advice.Recommendation]
     figures: advice.Figures
@@ -73,6 +79,7 @@ class Diagnosis:
                 "epoch start (s)": self.epoch_start_s,
                 "batch p50 (ms)": self.batch_p50_s * 1e3, "batch p95 (ms)": self.batch_p95_s * 1e3,
                 "step alone, samples/s": self.replay_samples_per_s, "headspace (x)": self.headspace,
+                "step in loop / alone (x)": self.live_over_replay_step,
                 **{f"PSS {k} (MB)": v for k, v in self.pss_mb.items()},
                 **{f"{k} per batch (ms)": v for k, v in self.stages_ms.items()}}
         return pd.DataFrame({"figure": list(rows), "value": list(rows.values())}).set_index("figure")
@@ -120,13 +127,27 @@ def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int 
     if len(run.rows) <= warmup:
         raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
                          f"lower warmup or give it more data")
-    replay_s = _replay(step, run.cached, repeat, device)
+    replay_s = _replay(step, run.cached, repeat, device, run.replays)
     return _diagnosis(run, loader, replay_s, warmup, device)
 
 
-def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any) -> float:
-    """Return the median seconds `step` takes over the cached batches alone: the loop with loading free."""
-    return median(measure(lambda: [step(b) for b in cached], repeat=repeat, warmup=0, device=device))
+def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any, done: list[float]) -> float:
+    """Return the median seconds of a pass of `step` over the cached batches alone: the loop with loading free.
+
+    `done` holds the passes already run between live batches; passes are added until there are `repeat`.
+    """
+    passes = list(done)
+    while len(passes) < repeat:
+        passes.append(_replay_once(step, cached, device))
+    return median(passes)
+
+
+def _replay_once(step: Callable[[Any], Any], cached: list[Any], device: Any) -> float:
+    """Return the seconds of one pass of `step` over `cached`, CUDA synchronised."""
+    with Timer(device) as t:
+        for b in cached:
+            step(b)
+    return t.seconds
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -136,6 +157,8 @@ class _Run:
     cached: list[Any] = field(default_factory=list)
     tl: timeline.Timeline = field(default_factory=lambda: timeline.Timeline(origin=now()))
     pss_mb: dict[str, float] = field(default_factory=dict)
+    replays: list[float] = field(default_factory=list)  # seconds of the replay passes run between live batches
+    pauses: list[int] = field(default_factory=list)  # the batches after which one ran
 
 
 def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
@@ -192,8 +215,19 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
         _record(run, n, begin, (t0, t1, t2, t3), batch, first, copy is not None)
         if warmup <= n < warmup + replay:
             run.cached.append(batch)  # kept for the replay
-        begin, first = t3, False
+        begin, first = _pause(run, n, step, total, warmup, replay, device) or t3, False
     return begin
+
+
+def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: int, replay: int,
+           device: Any) -> float | None:
+    """After every `replay` live batches (once the cache is full), replay the step alone once; return when done."""
+    done = n + 1 - warmup - replay  # live batches since the cache filled
+    if len(run.cached) < replay or done < 0 or done % replay or n + 1 >= total:
+        return None
+    run.replays.append(_replay_once(step, run.cached, device))
+    run.pauses.append(n)
+    return now()  # the next batch's time starts after the pass: the pause is not the loop's
 
 
 def _record(run: _Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any,
@@ -276,15 +310,32 @@ def _pss(proc: psutil.Process) -> float:
     return getattr(info, "pss", info.uss) / 2**20  # PSS splits shared pages among their users; USS where no PSS
 
 
+def _head_start(loader: Iterable[Any]) -> int:
+    """Return how many batches a loader can have ready after a pause (they come without a wait)."""
+    if isinstance(loader, DataLoader) and loader.num_workers > 0:
+        return loader.num_workers * (loader.prefetch_factor or 2)
+    return 1
+
+
+def _measured(rows: pd.DataFrame, run: _Run, loader: Iterable[Any], warmup: int) -> pd.DataFrame:
+    """Return the rows after warm-up, less the batches a loader had ready after each replay pass."""
+    window = rows.iloc[warmup:]
+    after = {p + k for p in run.pauses for k in range(1, _head_start(loader) + 1)}
+    kept = window[~window.index.isin(after)]
+    return kept if len(kept) else window
+
+
 def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, device: Any) -> Diagnosis:
     rows = pd.DataFrame(run.rows)
-    window = rows.iloc[warmup:]
+    window = _measured(rows, run, loader, warmup)
     per_batch = window["end"] - window["begin"]
     wall = float(per_batch.sum())
     samples = int(window["samples"].sum())
     rate = samples / wall
     replay_rate = sum(batch_size(b) for b in run.cached) / replay_s
     stages = _stages(run.tl, warmup)
+    step_ratio = float(window["step"].median()) / (replay_s / len(run.cached))
+    busy = not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
     figures = _figures(run, loader, stages, wall / len(window), replay_s / len(run.cached),
                        float(window["wait"].sum()) / wall, replay_rate / rate, float(per_batch.median()), device)
     return Diagnosis(
@@ -292,9 +343,12 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
         copy_share=float(window["copy"].sum()) / wall, first_batch_s=float(rows["wait"].iloc[0]),
         epoch_start_s=figures.epoch_start_s,
         batch_p50_s=float(per_batch.median()), batch_p95_s=p95(per_batch.tolist()),
-        replay_samples_per_s=replay_rate, headspace=replay_rate / rate, pss_mb=run.pss_mb,
-        stages_ms={k: v * 1e3 for k, v in stages.items()}, batches=len(window), samples=samples,
-        verdict=advice.verdict(figures.wait_share, figures.headspace), recommendations=advice.recommend(figures),
+        replay_samples_per_s=replay_rate, headspace=replay_rate / rate, live_over_replay_step=step_ratio,
+        pss_mb=run.pss_mb,
+        stages_ms={k: v * 1e3 for k, v in stages.items()}, batches=len(rows) - warmup,
+        samples=int(rows["samples"].iloc[warmup:].sum()),
+        verdict=BUSY if busy else advice.verdict(figures.wait_share, figures.headspace),
+        recommendations=[] if busy else advice.recommend(figures),
         figures=figures, timeline=run.tl, window_start=float(window["begin"].iloc[0] - run.tl.origin))
 
 

@@ -35,7 +35,7 @@ from fastloops_helpers import ThreadPrefetcher, config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.experiments import imagefolder
 from fastloops_helpers.experiments.diagnose import predict, row, run_diagnose, seconds_per_batch, seconds_per_image, spdl_headspace
-from fastloops_helpers.measure import advice, plots
+from fastloops_helpers.measure import advice, input_bound, plots
 
 print(config.describe().split(", data=")[0])
 print(measure.hardware_line())
@@ -120,15 +120,31 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
         _record(run, n, begin, (t0, t1, t2, t3), batch, first, copy is not None)
         if warmup <= n < warmup + replay:
             run.cached.append(batch)  # kept for the replay
-        begin, first = t3, False
+        begin, first = _pause(run, n, step, total, warmup, replay, device) or t3, False
     return begin
+
+
+def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: int, replay: int,
+           device: Any) -> float | None:
+    """After every `replay` live batches (once the cache is full), replay the step alone once; return when done."""
+    done = n + 1 - warmup - replay  # live batches since the cache filled
+    if len(run.cached) < replay or done < 0 or done % replay or n + 1 >= total:
+        return None
+    run.replays.append(_replay_once(step, run.cached, device))
+    run.pauses.append(n)
+    return now()  # the next batch's time starts after the pass: the pause is not the loop's
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `diagnose` wraps that loop. A `DataLoader` is first rebuilt around an instrumented copy of its dataset and
-# collate (`_instrumented`), so its workers stamp each fetch and collate; after the loop, `_replay` runs the
-# step alone over the batches kept in memory, `repeat` times, and takes the median: the loop's speed if
-# loading were free. `_diagnosis` turns the rows into shares, percentiles and the advice.
+# collate (`_instrumented`), so its workers stamp each fetch and collate. Every `replay` live batches,
+# `_pause` runs the step alone over the batches kept in memory (`_replay_once`), so a slow spell of the machine
+# hits the live loop and the replay alike; `_replay` adds passes at the end until there are `repeat`, and takes
+# the median: the loop's speed if loading were free. The batches a loader had ready after a pause came without
+# a wait, so the shares leave them out. If the step's time per batch in the loop and alone still differ by more
+# than `BUSY_RATIO`, something else was using the machine: the verdict is then "inconclusive: the machine was
+# busy" rather than a headspace that only measures the neighbour. `_diagnosis` turns the rows into shares,
+# percentiles and the advice.
 
 # %% slideshow={"slide_type": "subslide"}
 # shown from fastloops_helpers.measure.input_bound
@@ -136,7 +152,22 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
 def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int = 50, warmup: int = 3,
              replay: int = 16, repeat: int = 3, copy: Callable[[Any], Any] | None = None,
              device: torch.device | str | None = None, instrument: bool = True) -> Diagnosis:
-    """Run `loader` -> (`copy`) -> `step` for `warmup + batches` batches; return the Diagnosis."""
+    """Run `loader` -> (`copy`) -> `step` for `warmup + batches` batches; return the Diagnosis.
+
+    Parameters
+    ----------
+    loader : any iterable of batches (a DataLoader gets a per-stage timeline of its workers).
+    step : called on each batch (after `copy`); its CUDA work is synchronised before each clock read.
+    batches : measured batches after `warmup`; more gives steadier shares, costs time.
+    warmup : batches run but left out of the shares and throughput (the first batch latency is kept apart).
+    replay : batches kept (after warm-up) and replayed through `step` alone for the headspace; costs their memory.
+    repeat : timed replays of those batches (median).
+    copy : moves a batch to the device (e.g. `partial(move_to, device=device, non_blocking=True)`), timed apart.
+    device : the device to synchronise (default: every CUDA device in use).
+    instrument : False runs a DataLoader as it is, without the worker timeline.
+
+    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+    """
     if batches < 1 or warmup < 0 or replay < 1 or repeat < 1:
         raise ValueError(f"need batches >= 1, warmup >= 0, replay >= 1, repeat >= 1; got batches={batches}, "
                          f"warmup={warmup}, replay={replay}, repeat={repeat}")
@@ -148,13 +179,27 @@ def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int 
     if len(run.rows) <= warmup:
         raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
                          f"lower warmup or give it more data")
-    replay_s = _replay(step, run.cached, repeat, device)
+    replay_s = _replay(step, run.cached, repeat, device, run.replays)
     return _diagnosis(run, loader, replay_s, warmup, device)
 
 
-def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any) -> float:
-    """Return the median seconds `step` takes over the cached batches alone: the loop with loading free."""
-    return median(measure(lambda: [step(b) for b in cached], repeat=repeat, warmup=0, device=device))
+def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any, done: list[float]) -> float:
+    """Return the median seconds of a pass of `step` over the cached batches alone: the loop with loading free.
+
+    `done` holds the passes already run between live batches; passes are added until there are `repeat`.
+    """
+    passes = list(done)
+    while len(passes) < repeat:
+        passes.append(_replay_once(step, cached, device))
+    return median(passes)
+
+
+def _replay_once(step: Callable[[Any], Any], cached: list[Any], device: Any) -> float:
+    """Return the seconds of one pass of `step` over `cached`, CUDA synchronised."""
+    with Timer(device) as t:
+        for b in cached:
+            step(b)
+    return t.seconds
 
 
 # %% slideshow={"slide_type": "subslide"}
@@ -173,7 +218,10 @@ for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", 
 # shown from fastloops_helpers.measure.advice
 # the verdict `diagnose` prints (the package's, called by diagnose)
 def verdict(wait_share: float, headspace: float) -> str:
-    """Return "input-bound", "balanced" or "compute-bound" from the wait share and the headspace."""
+    """Return "input-bound", "balanced" or "compute-bound" from the wait share and the headspace.
+
+    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+    """
     if wait_share >= INPUT_BOUND_WAIT or headspace >= INPUT_BOUND_HEADSPACE:
         return "input-bound"
     if wait_share < COMPUTE_BOUND_WAIT and headspace < COMPUTE_BOUND_HEADSPACE:
@@ -190,8 +238,10 @@ def verdict(wait_share: float, headspace: float) -> str:
 # notebook 07's stand-in GPU step (the package's, used by every loop below)
 def gpu_like_step(seconds: float) -> Callable[[Any], None]:
     """Return a stand-in training step that takes `seconds` but leaves the CPU free, as a GPU step does."""
+
     def step(_batch: Any) -> None:
         time.sleep(seconds)
+
     return step
 
 
@@ -199,7 +249,10 @@ def gpu_like_step(seconds: float) -> Callable[[Any], None]:
 # shown from fastloops_helpers.experiments.diagnose
 # a loader whose cost is known (the package's, imported below)
 class SleepyLoader:
-    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`."""
+    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`: a loader whose cost is known.
+
+    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
+    """
 
     def __init__(self, load_ms: float, n: int = 1000, batch_size: int = 32) -> None:
         self.load_s, self.n, self.batch_size = load_ms / 1000, n, batch_size
@@ -486,8 +539,8 @@ print("20 ms loader, 2 ms step is input-bound:", slow_loader.verdict == "input-b
 print("  waits > 70 % and headspace > 3x:", slow_loader.wait_share > 0.7 and slow_loader.headspace > 3)
 print("instant loader, 20 ms step is compute-bound:", fast_loader.verdict == "compute-bound")
 print("  waits < 20 %:", fast_loader.wait_share < 0.2)
-print("every loop got a verdict and ranked knobs:", all(r["verdict"] in ("input-bound", "balanced", "compute-bound")
-                                                         for r in rows), len(rows) == 4)
+verdicts = ("input-bound", "balanced", "compute-bound", input_bound.BUSY)  # busy: the step's times disagreed
+print("every loop got a verdict and ranked knobs:", all(r["verdict"] in verdicts for r in rows), len(rows) == 4)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 claims.check("diagnose_input_bound_found", rows[0]["verdict"] == "input-bound")

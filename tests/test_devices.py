@@ -11,6 +11,7 @@ from fastloops_helpers.load import move as devices
 from fastloops_helpers.experiments import devices as bench_devices
 from fastloops_helpers.experiments.devices import check_moved
 from fastloops_helpers.load.move import move_to
+from fastloops_helpers.teach import slide_moves
 from fastloops_helpers.teach.slide_code import slide_move_to, slide_xs
 
 # meta is a real "other device" on every machine: a tensor that was not moved stays on the CPU
@@ -96,6 +97,36 @@ def test_every_method_moves_the_slide_xs_on_the_cpu():
         assert check_moved(xs, fn(xs, torch.device("cpu")), "cpu") == "ok", name
 
 
+def test_methods_are_the_slides_one_liners_plus_both_move_tos():
+    found, skipped = bench_devices.methods()
+    assert found["torch pytree tree_map"] is slide_moves.pytree_move and found["move_to (helpers)"] is move_to
+    assert set(found) | set(skipped) == set(bench_devices.WAYS)
+
+
+def test_compare_ways_gives_one_checked_row_per_way_and_leaf_size():
+    ways = {"move_to (helpers)": move_to, "torch.save + load(map_location)": slide_moves.torch_save_move,
+            "TensorDict.from_dict(xs).to": slide_moves.tensordict_move}
+    rows = bench_devices.compare_ways(ways, {"tiny": 2, "small": 4}, rounds=2, block_ms=0.1)
+    assert [(r["leaves"], r["method"]) for r in rows] == [(s, m) for s in ("tiny", "small") for m in ways]
+    assert min(r["over_fastest"] for r in rows if r["leaves"] == "tiny") == 1.0
+    assert {r["method"]: r["correct_meta"] == "ok" for r in rows} == {
+        "move_to (helpers)": True, "torch.save + load(map_location)": True, "TensorDict.from_dict(xs).to": False}
+    assert all(r["correct"] == "ok" for r in rows)  # on the CPU nothing needs to move
+    figures = bench_devices.figures(rows, [])
+    assert figures["move_to_over_fastest"] == max(figures["move_to_over_fastest_tiny"],
+                                                  figures["move_to_over_fastest_small"])
+
+
+def test_compare_jax_times_every_way_against_move_to():
+    pytest.importorskip("jax")
+    rows = bench_devices.compare_jax(bench_devices.JAX_FROM_TORCH, bench_devices.JAX_FROM_JAX, {"small": 4},
+                                     rounds=2, block_ms=0.1)
+    assert [r["method"] for r in rows] == [*bench_devices.JAX_FROM_TORCH, *bench_devices.JAX_FROM_JAX]
+    assert all(r["correct"] == "ok" and r["over_move_to"] > 0 for r in rows)
+    assert bench_devices.figures([{"leaves": "small", "method": "move_to (helpers)", "over_fastest": 1.0}],
+                                 rows)["jax_device_put_moves_all"] == 1.0
+
+
 def test_interleaved_timing_returns_one_sample_per_round():
     samples = bench_devices.per_call_seconds({"a": lambda: None, "b": lambda: sum(range(10))}, rounds=3, block_s=1e-4)
     assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
@@ -103,11 +134,13 @@ def test_interleaved_timing_returns_one_sample_per_round():
 
 
 def test_every_jax_way_moves_the_slide_xs_with_equal_values():
-    pytest.importorskip("jax")
+    jax = pytest.importorskip("jax")
     xs = slide_xs(4)
-    fns, skipped = bench_devices.jax_methods(xs)
-    assert not skipped and len(fns) == 4
-    assert {name: bench_devices.check_jax(xs, fn()) for name, fn in fns.items()} == dict.fromkeys(fns, "ok")
+    device = jax.devices()[0]
+    jax_xs = jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
+    moved = {name: fn(xs, device) for name, fn in bench_devices.JAX_FROM_TORCH.items()}
+    moved |= {name: fn(jax_xs, device) for name, fn in bench_devices.JAX_FROM_JAX.items()}
+    assert {name: bench_devices.check_jax(xs, m) for name, m in moved.items()} == dict.fromkeys(moved, "ok")
 
 
 def test_check_jax_finds_a_leaf_that_is_not_a_jax_array():

@@ -17,12 +17,39 @@ def test_traffic_counts_passes_of_the_tensor_size():
 
 
 def test_sweep_without_a_compiled_function_reports_eager_and_floors():
-    rows = fusion.sweep([256, 1024], None, bandwidth_gb_s=10.0, repeat=1)
+    rows = fusion.sweep([256, 1024], fusion.chain, None, repeat=1, bandwidth_gb_s=10.0)
     assert [r["n"] for r in rows] == [256, 1024] and all("compiled_s" not in r for r in rows)
     assert math.isclose(rows[1]["eager_floor_s"], 15 * 4096 / 10e9)
     assert all(r["eager_s"] > 0 for r in rows)
 
 
 def test_sweep_with_a_stand_in_compiled_function_reports_a_speedup():
-    rows = fusion.sweep([512], fusion.chain, bandwidth_gb_s=10.0, repeat=1)
+    rows = fusion.sweep([512], fusion.chain, fusion.chain, repeat=1, bandwidth_gb_s=10.0)
     assert rows[0]["speedup"] == rows[0]["eager_s"] / rows[0]["compiled_s"]
+    assert fusion.figures(rows, 1.5) == {"compile_s": 1.5, "fusion_speedup_largest": rows[0]["speedup"],
+                                         "fusion_speedup_smallest": rows[0]["speedup"]}
+
+
+def test_sweep_counts_the_bytes_of_its_dtype_and_leaves_floors_out_without_a_bandwidth():
+    rows = fusion.sweep([1024], fusion.chain, None, repeat=1, dtype=torch.float64)
+    assert rows[0]["mib"] == 1024 * 8 / 2**20 and "eager_floor_s" not in rows[0]
+    assert fusion.figures(rows, 2.0) == {"compile_s": 2.0}
+
+
+def test_first_call_checks_the_compiled_function_against_eager():
+    fn, seconds, note = fusion.first_call(fusion.chain, fusion.chain, n=64)
+    assert fn is fusion.chain and seconds > 0 and note == "inductor on cpu"
+    fn, _, note = fusion.first_call(lambda x: x + 1, fusion.chain, n=64)
+    assert fn is None and "different values" in note
+
+
+def test_first_call_reports_a_compiler_that_fails():
+    def broken(x):
+        raise RuntimeError("no C++ compiler\nmore detail")
+    fn, seconds, note = fusion.first_call(broken, n=8)
+    assert fn is None and math.isnan(seconds) and note == "torch.compile unavailable: RuntimeError: no C++ compiler"
+
+
+def test_compile_chain_defers_compilation_to_the_first_call():
+    compiled = fusion.compile_chain(fusion.chain, dynamic=False)
+    assert callable(compiled) and compiled is not fusion.chain

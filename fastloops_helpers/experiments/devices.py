@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from typing import Any
 
@@ -11,11 +10,22 @@ import torch
 
 from .. import config, measure
 from ..load.move import move_to
-from ..tree import is_tensor_collection
+from ..teach import slide_moves
 from ..teach.slide_code import slide_move_to, slide_xs
+from ..tree import is_tensor_collection
 from . import BenchResult
 
 LEAF_SIDES = {"small": 8, "large": 224}  # image side of the slide's xs: tiny leaves show pure overhead
+HELPERS = "move_to (helpers)"  # the row every other way is compared with
+WAYS = {HELPERS: move_to, "slide move_to (fixed)": slide_move_to, "torch pytree tree_map": slide_moves.pytree_move,
+        "optree.tree_map": slide_moves.optree_move, "dm-tree map_structure": slide_moves.dm_tree_move,
+        "TensorDict.from_dict(xs).to": slide_moves.tensordict_move,
+        "torch.save + load(map_location)": slide_moves.torch_save_move}
+# JAX's ways: two start from torch tensors (the conversion is part of the cost), two from JAX arrays made beforehand
+JAX_FROM_TORCH = {"torch -> numpy -> jax.device_put": slide_moves.jax_via_numpy,
+                  "torch -> dlpack -> jax.device_put": slide_moves.jax_via_dlpack}
+JAX_FROM_JAX = {"jax.device_put (JAX arrays in)": slide_moves.jax_device_put,
+                "jax.tree_util.tree_map(jax.device_put)": slide_moves.jax_tree_map_device_put}
 
 
 def _repeated(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
@@ -38,9 +48,96 @@ def per_call_seconds(fns: dict[str, Callable[[], Any]], rounds: int, block_s: fl
     return {name: [s / calls[name] for s in values] for name, values in samples.items()}
 
 
+def methods() -> tuple[dict[str, Callable[[Any, torch.device], Any]], dict[str, str]]:
+    """Return ({name: fn(xs, device)} of the ways to move nested data installed here, {name: why skipped}).
+
+    Explained in notebooks/06_device_moves.ipynb.
+    """
+    found, skipped = dict(WAYS), {}
+    if slide_moves.dm_tree is None:
+        del found["dm-tree map_structure"]
+        skipped["dm-tree map_structure"] = "dm-tree is not installed: pip install dm-tree"
+    return found, skipped
+
+
+def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dict[str, int], rounds: int,
+                 block_ms: float, target: torch.device | str = "cpu",
+                 make_xs: Callable[[int], Any] = slide_xs) -> list[dict[str, Any]]:
+    """Time each `way(xs, target)` on `make_xs(side)` at each leaf side, interleaved; check what each moved.
+
+    One row per (leaves, way): µs per call (median over `rounds`), its ratio to the fastest way, and whether
+    every tensor reached `target` (`correct`) and the meta device (`correct_meta`).
+    Explained in notebooks/06_device_moves.ipynb.
+    """
+    target, rows = torch.device(target), []
+    for leaves, side in sides.items():
+        xs = make_xs(side)
+        samples = per_call_seconds({n: (lambda f=f: f(xs, target)) for n, f in ways.items()}, rounds, block_ms / 1e3)
+        median = {n: measure.median(s) for n, s in samples.items()}
+        fastest = min(median.values())
+        rows += [{"leaves": leaves, "method": name, "input": "torch tensors", "us_per_call": median[name] * 1e6,
+                  "over_fastest": median[name] / fastest, "correct": check_moved(xs, fn(xs, target), target),
+                  "correct_meta": check_moved(xs, fn(xs, torch.device("meta")), "meta")}
+                 for name, fn in ways.items()]
+    return rows
+
+
+def compare_jax(from_torch: dict[str, Callable[[Any, Any], Any]], from_jax: dict[str, Callable[[Any, Any], Any]],
+                sides: dict[str, int], rounds: int, block_ms: float,
+                make_xs: Callable[[int], Any] = slide_xs) -> list[dict[str, Any]]:
+    """Time JAX's ways onto its default device, interleaved with `move_to` to the CPU; [] without JAX.
+
+    `from_torch` ways get `make_xs(side)` as torch tensors (the conversion is part of their cost), `from_jax`
+    ways the same xs converted to JAX arrays beforehand. Each call waits for JAX's asynchronous dispatch.
+    Explained in notebooks/06_device_moves.ipynb.
+    """
+    try:
+        import jax
+    except ImportError:
+        return []
+    device, rows = jax.devices()[0], []
+    for leaves, side in sides.items():
+        xs = make_xs(side)
+        jax_xs = jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
+        calls = {n: (lambda f=f: jax.block_until_ready(f(xs, device))) for n, f in from_torch.items()}
+        calls |= {n: (lambda f=f: jax.block_until_ready(f(jax_xs, device))) for n, f in from_jax.items()}
+        samples = per_call_seconds(calls | {HELPERS: lambda: move_to(xs, "cpu")}, rounds, block_ms / 1e3)
+        rows += [{"leaves": leaves, "method": name, "input": "torch tensors" if name in from_torch else "JAX arrays",
+                  "us_per_call": measure.median(samples[name]) * 1e6,
+                  "over_move_to": measure.ratio(samples, name, HELPERS), "correct": check_jax(xs, call())}
+                 for name, call in calls.items()]
+    return rows
+
+
+def figures(rows: list[dict[str, Any]], jax_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Return the figures notebook 06 and the benchmark report, from `compare_ways` and `compare_jax` rows."""
+    found = {f"move_to_over_fastest_{r['leaves']}": r["over_fastest"] for r in rows if r["method"] == HELPERS}
+    found["move_to_over_fastest"] = max(found.values())
+    for r in jax_rows:
+        if r["method"] == "jax.device_put (JAX arrays in)":
+            found[f"jax_device_put_us_{r['leaves']}"] = r["us_per_call"]
+        if r["method"] == "torch -> numpy -> jax.device_put":
+            found[f"jax_via_numpy_over_move_to_{r['leaves']}"] = r["over_move_to"]
+    if jax_rows:  # a yes/no figure: 1.0 when every JAX way moved every leaf with equal values
+        found["jax_device_put_moves_all"] = float(all(r["correct"] == "ok" for r in jax_rows))
+    return found
+
+
+def run(scale: str) -> BenchResult:
+    """Time every available way on the slide's xs with small and large leaves, CPU target; check each result."""
+    rounds, block_ms = config.size("devices.rounds", scale), config.size("devices.block_ms", scale)
+    found, skipped = methods()
+    rows = compare_ways(found, LEAF_SIDES, rounds, block_ms)
+    jax_rows = compare_jax(JAX_FROM_TORCH, JAX_FROM_JAX, LEAF_SIDES, rounds, block_ms)
+    if not jax_rows:
+        skipped |= dict.fromkeys([*JAX_FROM_TORCH, *JAX_FROM_JAX], "JAX is not installed: pip install jax")
+    knobs = {"rounds": rounds, "block_ms": block_ms, "target": "cpu", "skipped": skipped,
+             "statistic": "median over interleaved rounds", "leaf_sides": LEAF_SIDES}
+    return BenchResult(rows + jax_rows, figures(rows, jax_rows), knobs=knobs, repeats=rounds)
+
+
 def cuda_copy_rows(nbytes: int, repeat: int = 10) -> list[dict[str, Any]]:
     """Time host-to-GPU copies of `nbytes`: pageable vs pinned, blocking vs non_blocking, pinning each time."""
-
     dev = torch.device("cuda")
     pageable = torch.rand(nbytes // 4)
     pinned = pageable.pin_memory()
@@ -54,68 +151,6 @@ def cuda_copy_rows(nbytes: int, repeat: int = 10) -> list[dict[str, Any]]:
         t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, device=dev))
         rows.append({"way": name, "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9})
     return rows
-
-
-def run() -> BenchResult:
-    """Time every available method on the slide's xs with small and large leaves, CPU target; check each result."""
-    found, skipped = methods()
-    target = torch.device("cpu")
-    rounds, block_s = config.size("devices.rounds"), config.size("devices.block_ms") / 1e3
-    rows, figures = [], {}
-    for leaves, side in LEAF_SIDES.items():
-        xs = slide_xs(side)
-        fns = {n: (lambda f=f: f(xs, target)) for n, f in found.items()}
-        jax_fns, jax_skipped = jax_methods(xs)
-        skipped.update(jax_skipped)
-        samples = per_call_seconds({**fns, **jax_fns}, rounds, block_s)
-        median = {n: measure.median(s) for n, s in samples.items()}
-        fastest = min(median[n] for n in found)
-        for name, fn in found.items():
-            rows.append({"leaves": leaves, "method": name, "input": "torch tensors", "us_per_call": median[name] * 1e6,
-                         "over_fastest": median[name] / fastest,
-                         "correct_cpu": check_moved(xs, fn(xs, target), target),
-                         "correct_meta": check_moved(xs, fn(xs, torch.device("meta")), "meta")})
-        for name, fn in jax_fns.items():
-            rows.append({"leaves": leaves, "method": name, "input": JAX_INPUT[name], "us_per_call": median[name] * 1e6,
-                         "over_fastest": median[name] / fastest, "correct_cpu": check_jax(xs, fn()),
-                         "correct_meta": "n/a (JAX has no meta device)"})
-        figures[f"move_to_over_fastest_{leaves}"] = median["move_to (helpers)"] / fastest
-        if jax_fns:
-            figures[f"jax_device_put_us_{leaves}"] = median["jax.device_put (JAX arrays in)"] * 1e6
-            figures[f"jax_via_numpy_over_move_to_{leaves}"] = median["torch -> numpy -> jax.device_put"] / median["move_to (helpers)"]
-    figures["move_to_over_fastest"] = max(v for k, v in figures.items() if k.startswith("move_to_over_fastest_"))
-    knobs = {"rounds": rounds, "block_ms": block_s * 1e3, "target": str(target), "skipped": skipped,
-             "statistic": "median over interleaved rounds", "leaf_sides": LEAF_SIDES}
-    return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
-
-
-# what each JAX row starts from: torch tensors (the conversion is part of the cost) or JAX arrays already
-JAX_INPUT = {"torch -> numpy -> jax.device_put": "torch tensors", "torch -> dlpack -> jax.device_put": "torch tensors",
-             "jax.device_put (JAX arrays in)": "JAX arrays", "jax.tree_util.tree_map(jax.device_put)": "JAX arrays"}
-
-
-def jax_methods(xs: Any) -> tuple[dict[str, Callable[[], Any]], dict[str, str]]:
-    """Return ({name: fn()} moving `xs` to JAX's default device four ways, {name: why skipped}) .
-
-    Two rows start from torch tensors and include the conversion (through numpy, through DLPack, whose array
-    stays where the tensor was until `device_put` moves it); two
-    start from JAX arrays converted once beforehand, which is what `jax.device_put` alone costs.
-    Explained in notebooks/06_device_moves.ipynb.
-    """
-    try:
-        import jax
-    except ImportError:
-        return {}, {name: "JAX is not installed (pip install 'fastloops-helpers[jax]')" for name in JAX_INPUT}
-    device = jax.devices()[0]
-    tree_map = jax.tree_util.tree_map
-    as_jax = tree_map(np.asarray, xs)
-    as_jax = jax.device_put(as_jax, device)
-    ready = jax.block_until_ready  # JAX dispatches asynchronously: time the work, not only its launch
-    return {"torch -> numpy -> jax.device_put": lambda: ready(jax.device_put(tree_map(np.asarray, xs), device)),
-            "torch -> dlpack -> jax.device_put": lambda: ready(jax.device_put(tree_map(jax.dlpack.from_dlpack, xs), device)),
-            "jax.device_put (JAX arrays in)": lambda: ready(jax.device_put(as_jax, device)),
-            "jax.tree_util.tree_map(jax.device_put)": lambda: ready(tree_map(lambda a: jax.device_put(a, device),
-                                                                             as_jax))}, {}
 
 
 def jax_shares_memory() -> dict[str, bool]:
@@ -168,49 +203,6 @@ def _leaves_by_path(original: Any, moved: Any) -> tuple[dict[str, Any], dict[str
     if want.keys() != got.keys():
         return f"structure differs: leaves {sorted(got)} instead of {sorted(want)}"
     return want, got
-
-
-def _via_torch_save(obj: Any, device: torch.device) -> Any:
-    buffer = io.BytesIO()
-    torch.save(obj, buffer)
-    buffer.seek(0)
-    return torch.load(buffer, map_location=device, weights_only=True)
-
-
-def methods() -> tuple[dict[str, Callable[[Any, torch.device], Any]], dict[str, str]]:
-    """Return ({name: fn(obj, device)} of the ways to move nested data here, {name: why skipped}).
-
-    Explained in notebooks/06_device_moves.ipynb.
-    """
-    from torch.utils._pytree import tree_map
-
-    found: dict[str, Callable[[Any, torch.device], Any]] = {
-        "move_to (helpers)": move_to,
-        "slide move_to (fixed)": slide_move_to,
-        "torch pytree tree_map": lambda xs, d: tree_map(lambda x: x.to(d), xs),
-    }
-    skipped: dict[str, str] = {}
-    _add_optional(found, skipped)
-    found["torch.save + load(map_location)"] = _via_torch_save
-    return found, skipped
-
-
-def _add_optional(found: dict, skipped: dict) -> None:
-    try:
-        import optree
-        found["optree.tree_map"] = lambda xs, d: optree.tree_map(lambda x: x.to(d), xs)
-    except ImportError:
-        skipped["optree.tree_map"] = "optree is not installed: pip install optree"
-    try:
-        import tree as dm_tree
-        found["dm-tree map_structure"] = lambda xs, d: dm_tree.map_structure(lambda x: x.to(d), xs)
-    except ImportError:
-        skipped["dm-tree map_structure"] = "dm-tree is not installed: pip install dm-tree"
-    try:
-        from tensordict import TensorDict
-        found["TensorDict.from_dict(xs).to"] = lambda xs, d: TensorDict.from_dict(xs).to(d)
-    except ImportError:
-        skipped["TensorDict.from_dict(xs).to"] = "tensordict is not installed: pip install tensordict"
 
 
 def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:

@@ -10,7 +10,8 @@ from typing import Any
 
 import torch
 
-from .. import measure
+from .. import config, measure
+from . import BenchResult
 
 # Eager: every op reads its inputs from memory and writes its output back. sin(x): 1 read + 1 write,
 # cos(x): 1 + 1, a * b: 2 + 1, sigmoid(x): 1 + 1, d * x: 2 + 1, c + e: 2 + 1  -> 15 tensor-sized passes.
@@ -27,6 +28,15 @@ def chain(x: torch.Tensor) -> torch.Tensor:
     return x.sin() * x.cos() + torch.sigmoid(x) * x
 
 
+def compile_chain(fn: Callable = chain, dynamic: bool = True) -> Callable:
+    """Return `fn` compiled by inductor; nothing is compiled until the first call.
+
+    Explained in notebooks/05_fusion.ipynb.
+    """
+    # dynamic=True: one compiled kernel for every length; False specialises (and recompiles) per length
+    return torch.compile(fn, dynamic=dynamic)
+
+
 def traffic_bytes(n: int, element_bytes: int = 4) -> dict[str, int]:
     """Return the bytes moved through memory by the eager chain and by a single fused kernel, for `n` elements.
 
@@ -35,49 +45,71 @@ def traffic_bytes(n: int, element_bytes: int = 4) -> dict[str, int]:
     return {"eager": EAGER_PASSES * n * element_bytes, "fused": FUSED_PASSES * n * element_bytes}
 
 
-def compile_chain(device: torch.device | str = "cpu", n: int = 4096) -> tuple[Callable | None, float, str]:
-    """Compile `chain` once for any 1-D length (dynamic shapes); return (fn or None, compile seconds, note).
+def first_call(compiled: Callable, eager: Callable = chain, n: int = 4096, device: torch.device | str = "cpu",
+               dtype: torch.dtype = torch.float32) -> tuple[Callable | None, float, str]:
+    """Call `compiled` once (tracing, code generation, the C++ compiler) and check it against `eager`.
 
-    The first call (tracing, code generation, the C++ compiler) is timed on its own: a one-off cost.
-    Explained in notebooks/05_fusion.ipynb.
+    Return (compiled or None when it fails or disagrees, seconds of that first call, a note): a one-off cost,
+    timed on its own. Explained in notebooks/05_fusion.ipynb.
     """
-    fn = torch.compile(chain, dynamic=True)  # one compile for every size: static shapes recompile per size
-    x = torch.randn(n, device=device)
+    x = torch.randn(n, device=device, dtype=dtype)
     try:
-        with measure.Timer(device) as first_call:
-            ok = torch.allclose(fn(x), chain(x), atol=1e-5)
+        with measure.Timer(device) as timer:
+            out = compiled(x)
     except Exception as exc:  # missing compiler or headers surface as many exception types
         return None, float("nan"), f"torch.compile unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
-    if not ok:
-        return None, first_call.seconds, "torch.compile gave different values: using eager only"
-    return fn, first_call.seconds, f"inductor on {torch.device(device).type}"
+    if not torch.allclose(out, eager(x), atol=1e-5):
+        return None, timer.seconds, "torch.compile gave different values: using eager only"
+    return compiled, timer.seconds, f"inductor on {torch.device(device).type}"
 
 
-def per_call(fns: dict[str, Callable[[torch.Tensor], Any]], n: int, device: torch.device | str = "cpu",
-             repeat: int | None = None) -> dict[str, list[float]]:
-    """Return {name: seconds per call, per round} of each `fn(x)` on `n` float32 elements, interleaved."""
-    x = torch.randn(n, device=device)
+def per_call(fns: dict[str, Callable[[torch.Tensor], Any]], n: int, repeat: int, device: torch.device | str = "cpu",
+             dtype: torch.dtype = torch.float32, warmup: int = 1) -> dict[str, list[float]]:
+    """Return {name: seconds per call, per round} of each `fn(x)` on `n` elements of `dtype`, interleaved."""
+    x = torch.randn(n, device=device, dtype=dtype)
     inner = max(1, 2**18 // n)  # small tensors: many calls per round so the clock can see them
     return measure.per_call({k: (lambda f=f: f(x)) for k, f in fns.items()}, number=inner, repeat=repeat,
-                            device=device)
+                            warmup=warmup, device=device)
 
 
-def sweep(sizes: list[int], compiled: Callable | None, bandwidth_gb_s: float,
-          device: torch.device | str = "cpu", repeat: int | None = None) -> list[dict[str, Any]]:
-    """Time eager (and compiled) `chain` per size, interleaved; add the bandwidth-bound floors. One row per size.
+def sweep(sizes: list[int], eager: Callable, compiled: Callable | None, repeat: int,
+          bandwidth_gb_s: float | None = None, device: torch.device | str = "cpu",
+          dtype: torch.dtype = torch.float32) -> list[dict[str, Any]]:
+    """Time `eager` (and `compiled`) per size, interleaved; one row per size.
 
-    `speedup` is the median over rounds of eager/compiled. Explained in notebooks/05_fusion.ipynb.
+    `speedup` is the median over rounds of eager/compiled. With `bandwidth_gb_s`, each row also gets the
+    bandwidth-bound floors of the eager and the fused chain. Explained in notebooks/05_fusion.ipynb.
     """
+    element_bytes = torch.empty(0, dtype=dtype).element_size()
     rows = []
     for n in measure.progress(sizes, desc="sizes"):
-        moved = traffic_bytes(n)
-        fns = {"eager": chain} | ({"compiled": compiled} if compiled is not None else {})
-        seconds = per_call(fns, n, device, repeat)
-        row = {"n": n, "mib": n * 4 / 2**20, "eager_s": measure.median(seconds["eager"]),
-               "eager_floor_s": moved["eager"] / (bandwidth_gb_s * 1e9),
-               "fused_floor_s": moved["fused"] / (bandwidth_gb_s * 1e9)}
+        fns = {"eager": eager} | ({"compiled": compiled} if compiled is not None else {})
+        seconds = per_call(fns, n, repeat, device, dtype)
+        row = {"n": n, "mib": n * element_bytes / 2**20, "eager_s": measure.median(seconds["eager"])}
+        if bandwidth_gb_s is not None:
+            moved = traffic_bytes(n, element_bytes)
+            row |= {"eager_floor_s": moved["eager"] / (bandwidth_gb_s * 1e9),
+                    "fused_floor_s": moved["fused"] / (bandwidth_gb_s * 1e9)}
         if compiled is not None:
             row["compiled_s"] = measure.median(seconds["compiled"])
             row["speedup"] = measure.ratio(seconds, "eager", "compiled")
         rows.append(row)
     return rows
+
+
+def figures(rows: list[dict[str, Any]], compile_s: float) -> dict[str, float]:
+    """Return the figures the notebook and the benchmark report: compile time, speed-ups at both ends."""
+    found = {"compile_s": compile_s}
+    if rows and "speedup" in rows[0]:
+        found |= {"fusion_speedup_largest": float(rows[-1]["speedup"]),
+                  "fusion_speedup_smallest": float(rows[0]["speedup"])}
+    return found
+
+
+def run(scale: str) -> BenchResult:
+    """Compile the chain once (dynamic shapes), then time eager against compiled at the scale's sizes."""
+    sizes, repeat = list(config.size("fusion.sizes", scale)), config.size("repeat", scale)
+    compiled, compile_s, note = first_call(compile_chain(chain, dynamic=True))
+    rows = sweep(sizes, chain, compiled, repeat)
+    knobs = {"sizes": sizes, "dynamic": True, "dtype": "float32", "compiled": compiled is not None, "note": note}
+    return BenchResult(rows, figures(rows, compile_s), knobs=knobs, repeats=repeat)

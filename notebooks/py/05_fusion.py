@@ -6,7 +6,7 @@
 # | **Question** | How much faster is a chain of pointwise ops (sin, cos, sigmoid, add, mul) when compiled into one kernel, and can we predict the gain from memory traffic? |
 # | **Seeds** | 000/001 "Other tips": *Fuse operator* |
 # | **GPU** | optional: the chain is also compiled for CUDA when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~18 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~26 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # In eager PyTorch each pointwise op is its own kernel: it reads its inputs from memory and writes a full-size
 # result back, and the next op reads that result again. A compiler that fuses the chain into one kernel reads
@@ -14,37 +14,54 @@
 # times"; here we count the bytes, predict the gain, and measure it.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-import numpy as np
+import math
+from collections.abc import Callable
+
 import pandas as pd
 import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.experiments import fusion
+from fastloops_helpers.experiments import bandwidth, fusion
 from fastloops_helpers.measure import plots
-from fastloops_helpers.experiments import bandwidth
 
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-SIZES = list(config.size("fusion.sizes"))  # float32 elements: from cache-resident to far larger than cache
-BANDWIDTH_MB = 256                         # buffer for the copy-bandwidth yardstick (larger than any cache)
-print("sizes (MiB):", [n * 4 / 2**20 for n in SIZES])
+# %% slideshow={"slide_type": "subslide"} tags=["defaults", "nbval-ignore-output"]
+sizes = list(config.size("fusion.sizes"))  # elements per tensor: from cache-resident to far larger than cache
+dtype = torch.float32                      # element type: float64 doubles every byte moved, and every floor
+repeat = config.size("repeat")             # interleaved rounds per size: more steadies the medians, costs time
+dynamic = True                             # one compile serves every size; False recompiles for each new size
+bandwidth_mb = 256                         # buffer for the copy-bandwidth yardstick (larger than any cache)
+print("sizes (MiB):", [n * dtype.itemsize / 2**20 for n in sizes])
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## 1. Counting the bytes
+# ## 1. The chain, and counting its bytes
 #
-# The chain is `sin(x) * cos(x) + sigmoid(x) * x`: six pointwise ops. Eager, each op reads one or two
-# tensors and writes one: 15 tensor-sized passes over memory in all. Fused, one kernel reads `x` and
-# writes the result: 2 passes.
+# The slide names the kind of op that fuses (elementwise add and multiply, `sin`, `cos`, `sigmoid`) but shows no
+# code. Here is the chain this notebook times: six pointwise ops, each of which eager PyTorch runs as its own
+# kernel. The cell is the lesson's source; `fusion.chain` holds the same function for the benchmark
+# (`python -m fastloops_helpers.book.bench fusion`):
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.experiments.fusion
+def chain(x: torch.Tensor) -> torch.Tensor:
+    """Return sin(x) * cos(x) + sigmoid(x) * x: six pointwise ops, the slide's kind."""
+    return x.sin() * x.cos() + torch.sigmoid(x) * x
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Eager, each op reads one or two tensors and writes one: 15 tensor-sized passes over memory in all. Fused, one
+# kernel reads `x` and writes the result: 2 passes.
 
 # %% slideshow={"slide_type": "-"}
 print(f"eager passes: {fusion.EAGER_PASSES}, fused passes: {fusion.FUSED_PASSES}, "
       f"bound on the gain when memory-bound: {fusion.EAGER_PASSES / fusion.FUSED_PASSES:.1f}x")
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in fusion.traffic_bytes(n).items()}} for n in SIZES]).rename(
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in fusion.traffic_bytes(n, dtype.itemsize).items()}}
+              for n in sizes]).rename(
     columns={"eager": "eager MiB moved", "fused": "fused MiB moved"})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -58,19 +75,32 @@ pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in fusion.traffic_bytes(n).items
 # for the compiled function) dominates.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-bw = bandwidth.copy_bandwidth(BANDWIDTH_MB * 2**20)
+bw = bandwidth.copy_bandwidth(bandwidth_mb * 2**20, repeat=repeat)
 print(f"copy bandwidth (RAM): {bw:.1f} GB/s")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Compiling, timed on its own
 #
-# `torch.compile(chain, dynamic=True)` traces the chain once for any length, so one compilation serves every
-# size below (with `dynamic=False` each new size would compile again). The first call pays for tracing,
-# code generation and the C++ compiler; later calls do not.
-# That first call is timed on its own with `measure.Timer`: a one-off cost, not part of the per-call figures.
+# The fused version is the same function handed to `torch.compile`. With `dynamic=True` it is traced once for
+# any length, so one compilation serves every size below (with `dynamic=False` each new size would compile
+# again). Nothing is compiled until the first call:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-compiled, compile_s, note = fusion.compile_chain("cpu")
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.experiments.fusion
+def compile_chain(fn: Callable = chain, dynamic: bool = True) -> Callable:
+    """Return `fn` compiled by inductor; nothing is compiled until the first call."""
+    # dynamic=True: one compiled kernel for every length; False specialises (and recompiles) per length
+    return torch.compile(fn, dynamic=dynamic)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The first call pays for tracing, code generation and the C++ compiler; later calls do not. `fusion.first_call`
+# times that call on its own with `measure.Timer` (a one-off cost, not part of the per-call figures) and checks
+# its result against the eager chain; where no compiler works it returns `None` and the notebook goes on with
+# eager numbers only.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+compiled, compile_s, note = fusion.first_call(compile_chain(chain, dynamic=dynamic), chain, dtype=dtype)
 print(note)
 measure.show("first call of the compiled chain (compile included)", compile_s)
 
@@ -80,18 +110,19 @@ print("compiled:", "yes" if compiled is not None else "no, eager numbers only")
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Eager against fused, from cache-sized to RAM-sized
 #
-# `fusion.sweep` times the eager and the compiled chain interleaved at each size (many calls per round for the
-# small ones); `speedup` is the median over rounds of eager / compiled.
+# `fusion.sweep` times the two functions above, `chain` and its compiled twin, interleaved at each size (many
+# calls per round for the small ones) and adds the bandwidth-bound floors; `speedup` is the median over rounds
+# of eager / compiled.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rows = fusion.sweep(SIZES, compiled, bw)
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+rows = fusion.sweep(sizes, chain, compiled, repeat, bw, dtype=dtype)
 table = pd.DataFrame(rows)
 table.assign(**{c: table[c] * 1e3 for c in table if c.endswith("_s")}).rename(
     columns=lambda c: c.replace("_s", "_ms")).round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 long = table.melt(id_vars="mib", value_vars=[c for c in table if c.endswith("_s")], var_name="what", value_name="seconds")
-long["ns_per_element"] = long.seconds / (long.mib * 2**20 / 4) * 1e9
+long["ns_per_element"] = long.seconds / (long.mib * 2**20 / dtype.itemsize) * 1e9
 fig = plots.lines(long, x="mib", y="ns_per_element", hue="what", title="sin(x)*cos(x) + sigmoid(x)*x per element",
                   xlabel="tensor size (MiB)", ylabel="ns per element (floors: bandwidth-bound predictions)")
 plots.save(fig, "05_fusion-sweep")
@@ -122,21 +153,21 @@ if compiled is not None:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    cuda_fn, cuda_compile_s, cuda_note = fusion.compile_chain("cuda")
+    cuda_fn, cuda_compile_s, cuda_note = fusion.first_call(compile_chain(chain, dynamic=dynamic), chain,
+                                                           device="cuda", dtype=dtype)
     measure.show("CUDA compile", cuda_compile_s)
-    cuda_rows = fusion.sweep(SIZES, cuda_fn, bw, device="cuda")  # bandwidth here is the CPU's: floors are loose
-    print(pd.DataFrame(cuda_rows)[["mib", "eager_s", "compiled_s", "speedup"]].round(6).to_string(index=False))
+    cuda_rows = fusion.sweep(sizes, chain, cuda_fn, repeat, device="cuda", dtype=dtype)  # no floors: bw is the CPU's
+    print(pd.DataFrame(cuda_rows).filter(["mib", "eager_s", "compiled_s", "speedup"]).round(6).to_string(index=False))
 else:
     cuda_rows = []
     print("no CUDA GPU here: skipped the GPU compile and sweep")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = {"compile_s": compile_s, "fusion_copy_gb_per_s": bw}
-if compiled is not None:
-    figures["fusion_speedup_largest"] = float(table.speedup.iloc[-1])
-    figures["fusion_speedup_smallest"] = float(table.speedup.iloc[0])
+figures = fusion.figures(rows, compile_s) | {"fusion_copy_gb_per_s": bw}
+knobs = {"sizes": sizes, "dtype": str(dtype), "dynamic": dynamic, "bandwidth_mb": bandwidth_mb,
+         "compiled": compiled is not None}
 path = measure.save_results("05_fusion", figures, rows=rows + [dict(r, device="cuda") for r in cuda_rows],
-                           knobs={"sizes": SIZES, "compiled": compiled is not None}, repeats=config.size("repeat"))
+                           knobs=knobs, repeats=repeat)
 print("saved", path.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -171,8 +202,82 @@ print("compiled chain checked against eager:", "yes" if compiled is not None els
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Add two more pointwise ops to `fusion.chain` (say `tanh` and a multiply). Update the pass count. Does the
-#    measured speedup on large tensors grow as the count predicts?
-# 2. Run the sweep in float64 (`torch.randn(n, dtype=torch.float64)` in `fusion.time_per_call`). Which
-#    sizes move from "in cache" to "in RAM"?
-# 3. Compile with `dynamic=False` and time the first call at two different sizes. What does the second one cost?
+# Each solution calls the functions above with the notebook's defaults and changes none of its variables.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** A longer chain. Add two more pointwise ops, `tanh` and a multiply by `x`, in a new function built on
+# `chain`, and compile it with `compile_chain`. Eager now makes 15 + 2 + 3 = 20 passes over memory, fused still
+# 2: the bound on the gain rises from 15 / 2 = 7.5x to 20 / 2 = 10x. Time both chains, eager and compiled, at the
+# largest size.
+# Look for whether the eager time grows by about a third (20 / 15) while the compiled time barely moves, and
+# whether the speed-up grows toward the new bound.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex1_longer(x):
+    return chain(x).tanh() * x
+
+
+ex1_compiled, ex1_compile_s, ex1_note = fusion.first_call(compile_chain(ex1_longer, dynamic=dynamic), ex1_longer,
+                                                          dtype=dtype)
+print(f"longer chain: {ex1_note}, first call {ex1_compile_s:.1f} s")
+ex1_fns = {"chain": chain, "longer": ex1_longer}
+if compiled is not None and ex1_compiled is not None:
+    ex1_fns |= {"chain compiled": compiled, "longer compiled": ex1_compiled}
+ex1_t = fusion.per_call(ex1_fns, sizes[-1], repeat, dtype=dtype)  # all four interleaved, at the largest size
+for ex1_name in ex1_t:
+    print(f"{ex1_name} at {sizes[-1] * dtype.itemsize / 2**20:.0f} MiB: {measure.median(ex1_t[ex1_name]) * 1e3:.2f} ms")
+print(f"eager, longer over chain: {measure.ratio(ex1_t, 'longer', 'chain'):.2f}x (passes predict {20 / 15:.2f}x)")
+if "longer compiled" in ex1_t:
+    print(f"speed-up of fusion: chain {measure.ratio(ex1_t, 'chain', 'chain compiled'):.1f}x (bound 7.5x), "
+          f"longer {measure.ratio(ex1_t, 'longer', 'longer compiled'):.1f}x (bound 10x)")
+ex1_x = torch.randn(1000, dtype=dtype)
+assert ex1_compiled is None or torch.allclose(ex1_compiled(ex1_x), ex1_longer(ex1_x), atol=1e-5)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Double precision. Run the sweep in float64 beside float32 (`fusion.sweep(..., dtype=torch.float64)`).
+# Every size now moves twice the bytes. Look at the nanoseconds per element: which sizes move from "in cache"
+# to "in RAM" (a jump in eager ns per element), and does the speed-up of fusion change where they do?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_rows = {str(t).removeprefix("torch."): fusion.sweep(sizes, chain, compiled, repeat, dtype=t)
+            for t in (torch.float32, torch.float64)}
+ex2_table = pd.concat({name: pd.DataFrame(r).set_index("n") for name, r in ex2_rows.items()}, axis=1)
+for ex2_name in ex2_rows:
+    ex2_table[(ex2_name, "eager ns/element")] = ex2_table[(ex2_name, "eager_s")] / ex2_table.index * 1e9
+print(ex2_table.loc[:, (slice(None), ["mib", "eager ns/element", "speedup"])].round(2).to_string())
+assert [r["mib"] for r in ex2_rows["float64"]] == [2 * r["mib"] for r in ex2_rows["float32"]]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** Static shapes. Compile the chain with `dynamic=False` and with `dynamic=True`, and call each at
+# `sizes[0]`, again at `sizes[0]`, then at `sizes[1]`. Count the graphs each one compiled (torch's compile
+# statistics, `torch._dynamo.utils.counters`) and time each call. Look for what the new size costs: with static
+# shapes the function is specialised to one length, so a new length is traced and compiled again, while a
+# repeated length is a plain call; with dynamic shapes one graph serves both lengths. (Inductor keeps the code it
+# generated in an on-disk cache, so a compile it has seen before, in an earlier run, can take much less time.)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+from torch._dynamo.utils import counters  # torch's own compile statistics
+
+
+def ex3_static(x):  # a function of its own: compiled code is cached per function, and `chain` has some already
+    return chain(x)
+
+
+def ex3_dynamic(x):
+    return chain(x)
+
+
+def ex3_graphs(fn, dynamic_shapes):
+    compiled_fn = compile_chain(fn, dynamic=dynamic_shapes)
+    before = counters["stats"]["unique_graphs"]
+    seconds = [fusion.first_call(compiled_fn, chain, n=n, dtype=dtype)[1] for n in (sizes[0], sizes[0], sizes[1])]
+    return counters["stats"]["unique_graphs"] - before, seconds
+
+
+ex3 = {"dynamic=False": ex3_graphs(ex3_static, False), "dynamic=True": ex3_graphs(ex3_dynamic, True)}
+for ex3_name, (ex3_count, ex3_s) in ex3.items():
+    print(f"{ex3_name}: {ex3_count} graph(s) compiled; calls at n={sizes[0]}: first {ex3_s[0] * 1e3:.0f} ms, "
+          f"again {ex3_s[1] * 1e3:.1f} ms; first at n={sizes[1]}: {ex3_s[2] * 1e3:.0f} ms")
+ex3_ran = not any(math.isnan(s) for _, ex3_s in ex3.values() for s in ex3_s)
+print("compiler ran:", ex3_ran)
+assert not ex3_ran or (ex3["dynamic=False"][0] == 2 and ex3["dynamic=True"][0] == 1)

@@ -6,16 +6,18 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: the pinned-memory section runs only with CUDA and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~12 s (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~11 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
 # tensor, times them on the same structure, compares them with `fastloops_helpers.move_to`, and measures what
-# JAX's `device_put` costs when the data starts as torch tensors.
+# JAX's `device_put` costs when the data starts as torch tensors. Every way is shown in a cell before it is timed.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import collections
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 import pandas as pd
 import torch
@@ -28,22 +30,41 @@ from fastloops_helpers.measure import plots
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"}
-SIDE = 224            # the slide's image side; leaves of 8 x 8 show the pure per-call overhead instead
-CUDA_MB = 64          # buffer for the pinned-memory section: larger shows bandwidth, smaller shows latency
-xs = devices.slide_xs(SIDE)
-print({k: (tuple(v.shape) if torch.is_tensor(v) else type(v).__name__) for k, v in xs.items()})
+# %% slideshow={"slide_type": "subslide"} tags=["defaults"]
+sides = {"small": 8, "large": 224}          # image sides of xs: 8 shows the per-call overhead alone, 224 is the slide's
+rounds = config.size("devices.rounds")      # interleaved timing rounds per way: more narrows the medians, costs time
+block_ms = config.size("devices.block_ms")  # each round times a block of calls this long: longer beats clock resolution
+cuda_mb = 64                                # pinned-memory section's buffer: larger shows bandwidth, smaller latency
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The slide's nested `xs`: a dict holding a dict, a tensor and a list of tensors (seeded, and with a side of our
+# choosing, so that small leaves can show the fixed costs):
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.slide_code
+def slide_xs(side: int = 224, seed: int = 0) -> dict[str, Any]:
+    """Return the slide's nested `xs` (images of `side` x `side`), seeded."""
+    g = torch.Generator().manual_seed(seed)
+    rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
+    return {"im": {"label": rand(1, side, side), "image": rand(3, side, side)},
+            "cim": rand(3, side, side), "pim": [rand(3, side, side), rand(3, side, side)]}
+
+
+# %% slideshow={"slide_type": "-"}
+xs = slide_xs(sides["large"])
+print({k: (tuple(v.shape) if torch.is_tensor(v) else type(v).__name__) for k, v in xs.items()})
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. The slide's hand-written `move_to`, fixed
 #
 # The slide's function has a stray colon after `return obj.to(device)` (a syntax error), and it raises on
 # tuples, which is what a DataLoader's default collate gives for `(image, label)` pairs. Here it is with both
-# fixed; it is `devices.slide_move_to`:
+# fixed:
 
-# %% slideshow={"slide_type": "subslide"}
-def slide_move_to(obj, device):
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.teach.slide_code
+def slide_move_to(obj: Any, device: torch.device | str) -> Any:
+    """Move tensors in dicts, lists and tuples to `device`: the slide's function, fixed."""
     if torch.is_tensor(obj):
         return obj.to(device)
     if isinstance(obj, dict):
@@ -52,21 +73,70 @@ def slide_move_to(obj, device):
         return [slide_move_to(v, device) for v in obj]
     if isinstance(obj, tuple):
         return tuple(slide_move_to(v, device) for v in obj)
-    raise TypeError(f"slide_move_to cannot move a {type(obj).__name__}")
+    raise TypeError(f"slide_move_to cannot move a {type(obj).__name__}: only tensors, dicts, lists and tuples")
 
 
+# %% slideshow={"slide_type": "subslide"}
 moved = slide_move_to(xs, "meta")
 print(devices.check_moved(xs, moved, "meta"))
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # We check correctness on the **meta** device: it exists on every machine, holds shapes but no data, and a
 # tensor that was not moved stays visibly on the CPU. `devices.check_moved` compares the structure, the
 # device of every tensor and (on a real device) the values.
 #
 # It still has limits: a namedtuple comes back as a plain tuple, a dataclass or an `int` in the batch raises,
-# and the error does not say *where* in the structure the problem is. `devices.move_to` handles dicts and
-# other mappings, lists, tuples, namedtuples, dataclasses (frozen too), TensorDicts and tensorclasses, passes
-# other leaves through, and names the path of what it cannot move:
+# and the error does not say *where* in the structure the problem is. The helpers' `move_to` (the one
+# `fastloops_helpers` exports, and the one its prefetchers call) moves each tensor it meets and hands the walk
+# to `tree.map_leaves`:
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.load.move
+from fastloops_helpers.tree import is_tensor_collection, map_leaves
+
+Tensor = torch.Tensor
+
+
+def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
+    """Return a copy of `obj` with every tensor moved to `device`, keeping the containers' types."""
+    device = torch.device(device)
+
+    def move(leaf: Any) -> Any:
+        if type(leaf) is Tensor:  # the keyword costs argument parsing on every leaf: pass it only when set
+            return leaf.to(device, non_blocking=True) if non_blocking else leaf.to(device)
+        if isinstance(leaf, Tensor) or is_tensor_collection(leaf):  # subclasses, e.g. nn.Parameter
+            return leaf.to(device, non_blocking=non_blocking)
+        return leaf
+    try:
+        return map_leaves(move, obj)
+    except TypeError as exc:
+        raise TypeError(f"move_to: {exc}") from None
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The walker checks exact types first (a plain dict, list, tuple or tensor, which is all the slide's `xs` holds),
+# and only then the slower `isinstance` tests for namedtuples, other mappings, dataclasses and TensorDicts:
+
+# %% slideshow={"slide_type": "-"}
+# shown from fastloops_helpers.tree
+# the walker inside map_leaves, which move_to, the loaders and the prefetchers share
+def _map(fn: Callable[[Any], Any], obj: Any) -> Any:
+    # exact-type checks first: they are the common case and cost less than isinstance chains
+    cls = type(obj)
+    if cls is Tensor:
+        return fn(obj)
+    if cls is dict:
+        return {k: _map(fn, v) for k, v in obj.items()}
+    if cls is list:
+        return [_map(fn, v) for v in obj]
+    if cls is tuple:
+        return tuple([_map(fn, v) for v in obj])
+    return _map_other(fn, obj)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# So `move_to` handles dicts and other mappings, lists, tuples, namedtuples, dataclasses (frozen too),
+# TensorDicts and tensorclasses, passes other leaves through, and names the path of what it cannot move:
 
 # %% slideshow={"slide_type": "subslide"}
 Pair = collections.namedtuple("Pair", "image label")
@@ -79,30 +149,78 @@ class Sample:
 
 
 batch = {"xs": xs, "sample": Sample(Pair(torch.ones(2), torch.zeros(1)), index=7)}
-out = devices.move_to(batch, "meta")
+out = move_to(batch, "meta")
 print(type(out["sample"]).__name__, type(out["sample"].pair).__name__, out["sample"].index, out["sample"].pair.image.device)
 try:
-    devices.move_to({"xs": xs, "tags": [torch.ones(1), {"cat", "dog"}]}, "meta")
+    move_to({"xs": xs, "tags": [torch.ones(1), {"cat", "dog"}]}, "meta")
 except TypeError as err:
     print(err)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Do all of the slide's ways really move everything?
 #
+# The slide's other ways are one-liners around a library: a tree map from torch's own pytree, from optree or from
+# DeepMind's dm-tree, a TensorDict built from the dict, and a round trip through `torch.save` and
+# `torch.load(map_location=...)` in memory. Each one, as a function of `(xs, device)`:
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_moves
+import io
+
+import optree
+from tensordict import TensorDict
+from torch.utils._pytree import tree_map
+
+try:
+    import tree as dm_tree  # optional: pip install dm-tree
+except ImportError:
+    dm_tree = None
+
+
+def pytree_move(xs: Any, device: torch.device | str) -> Any:
+    return tree_map(lambda x: x.to(device), xs)
+
+
+def optree_move(xs: Any, device: torch.device | str) -> Any:
+    return optree.tree_map(lambda x: x.to(device), xs)
+
+
+def dm_tree_move(xs: Any, device: torch.device | str) -> Any:
+    return dm_tree.map_structure(lambda x: x.to(device), xs)
+
+
+def tensordict_move(xs: Any, device: torch.device | str) -> Any:
+    return TensorDict.from_dict(xs).to(device)
+
+
+def torch_save_move(xs: Any, device: torch.device | str) -> Any:
+    temp = io.BytesIO()
+    torch.save(xs, temp)
+    temp.seek(0)
+    return torch.load(temp, map_location=device, weights_only=True)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# With the two hand-written functions of section 1, these are the ways this notebook times:
+
+# %% slideshow={"slide_type": "-"}
+ways = {"move_to (helpers)": move_to, "slide move_to (fixed)": slide_move_to, "torch pytree tree_map": pytree_move,
+        "optree.tree_map": optree_move, "dm-tree map_structure": dm_tree_move,
+        "TensorDict.from_dict(xs).to": tensordict_move, "torch.save + load(map_location)": torch_save_move}
+if dm_tree is None:
+    del ways["dm-tree map_structure"]
+    print("skipped dm-tree map_structure: dm-tree is not installed (pip install dm-tree)")
+print(f"{len(ways)} ways to move xs")
+
+# %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** the tree-mapping libraries (`torch.utils._pytree`, optree, dm-tree) and `torch.load` with
 # `map_location` know dicts and lists, so they move every tensor. `TensorDict.from_dict` is built for
 # dicts of tensors; a list of tensors is not a tensor field, so it may be kept as a non-tensor value.
 
-# %% slideshow={"slide_type": "-"}
-found, skipped = devices.methods()
-checks = pd.DataFrame({"moved correctly (meta)": {name: devices.check_moved(xs, fn(xs, torch.device("meta")), "meta")
-                                                  for name, fn in found.items()}})
-checks
-
 # %% slideshow={"slide_type": "subslide"}
-for name, why in skipped.items():
-    print(f"skipped {name}: {why}")
-print(f"{len(found)} ways found, {len(skipped)} skipped")
+checks = pd.DataFrame({"moved correctly (meta)": {name: devices.check_moved(xs, way(xs, torch.device("meta")), "meta")
+                                                  for name, way in ways.items()}})
+checks
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # TensorDict stores the list `pim` as a non-tensor stack, and `.to(device)` leaves its tensors where they were:
@@ -119,25 +237,26 @@ print(f"{len(found)} ways found, {len(skipped)} skipped")
 # `torch.load` is different: it serialises every byte into a buffer and reads it back into new tensors, two
 # copies of the data. The large `xs` holds 13 planes of 224 x 224 float32 (one 1-channel and four 3-channel
 # images), 13 x 224 x 224 x 4 B = 2.6 MB, so with copies at `r` GB/s (counting read and write, as notebook 00
-# does) two copies add 2 x 2 x 2.6 MB / `r` on top of what the small leaves cost. Methods are timed in
-# interleaved rounds, so that a busy machine slows them alike.
+# does) two copies add 2 x 2 x 2.6 MB / `r` on top of what the small leaves cost.
+#
+# `devices.compare_ways` times the `ways` above on `slide_xs(side)` for each leaf side in `sides`, in `rounds`
+# interleaved rounds (so that a busy machine slows them alike), each round a block of calls lasting about
+# `block_ms`; it also checks what each way moved.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-result = devices.run()
-table = result.table()
-torch_rows = table[table.input == "torch tensors"]
-torch_rows[~torch_rows.method.str.contains("->")].pivot(index="method", columns="leaves", values="us_per_call").round(1).sort_values("large")
+rows = devices.compare_ways(ways, sides, rounds, block_ms, make_xs=slide_xs)
+table = pd.DataFrame(rows)
+per_call = table.pivot(index="method", columns="leaves", values="us_per_call")
+per_call.round(1).sort_values("large")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-large = table[(table.leaves == "large") & (table.input == "torch tensors") & ~table.method.str.contains("->")]
+large = table[table.leaves == "large"]
 fig = plots.bars(large.sort_values("us_per_call"), "us_per_call", "method", baseline="move_to (helpers)", log=True,
                  unit="µs per call, log scale", title="Moving the slide's xs to the CPU (ratio to move_to)")
 fig.axes[0].set_xlabel("time per call (µs, log scale)")
 plots.save(fig, "06_device_moves-methods")
-per_call = table.pivot(index="method", columns="leaves", values="us_per_call")
-order = per_call["large"].drop([m for m in per_call.index if "->" in m or "jax" in m]).sort_values()
-print("fastest to slowest (large leaves):", " < ".join(order.index))
-print(f"move_to over the fastest method: {result.figures['move_to_over_fastest']:.2f}x")
+print("fastest to slowest (large leaves):", " < ".join(per_call["large"].sort_values().index))
+print(f"move_to over the fastest method: {devices.figures(rows, [])['move_to_over_fastest']:.2f}x")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now the prediction for `torch.save`, with this machine's copy rate for a buffer of the size of `xs` (notebook
@@ -145,7 +264,7 @@ print(f"move_to over the fastest method: {result.figures['move_to_over_fastest']
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 xs_bytes = sum(t.numel() * t.element_size() for t in [xs["cim"], *xs["pim"], *xs["im"].values()])
-rate = bandwidth.copy_bandwidth(xs_bytes, "numpy")  # GB/s, read + write counted; one thread, as torch.save copies
+rate = bandwidth.copy_bandwidth(xs_bytes, "numpy", repeat=rounds)  # GB/s, read + write; one thread, as torch.save
 save = per_call.loc["torch.save + load(map_location)"]
 predicted_us = save["small"] + 2 * 2 * xs_bytes / (rate * 1e9) * 1e6
 verdict = "within" if 0.5 <= save["large"] / predicted_us <= 2 else "missed (outside 2x)"
@@ -171,18 +290,58 @@ print(f"walkers, large over small leaves: " + ", ".join(f"{m} {per_call.loc[m, '
 # JAX places arrays itself and needs no `move_to`; `jax.device_put(tree, device)` moves a whole nested
 # structure in one call. But JAX works on its own arrays: a batch that comes from a torch loader must first be
 # converted, through numpy (`np.asarray(t)`, then `device_put`) or through DLPack (`jax.dlpack.from_dlpack(t)`,
-# a zero-copy handover of the buffer). **Prediction:** on a CPU target neither conversion needs to copy a
-# byte (numpy and DLPack can alias torch's memory, and `device_put` onto the device where the data already
-# lies can keep it), so every JAX row is a fixed cost per call and per leaf, like the walkers: large and small
-# leaves should take the same time (a ratio near one). Had they copied, the large `xs` would add at least
-# 2 x 2.6 MB / `r` per call (printed below).
+# a zero-copy handover of the buffer). Two ways start from torch tensors and include the conversion; two start
+# from JAX arrays converted once beforehand, which is what `device_put` alone costs (JAX is imported inside
+# each function, so the notebook runs without it):
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_moves
+import numpy as np
+
+
+def jax_via_numpy(xs: Any, device: Any) -> Any:
+    import jax  # optional: pip install jax
+
+    return jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
+
+
+def jax_via_dlpack(xs: Any, device: Any) -> Any:
+    import jax
+
+    return jax.device_put(jax.tree_util.tree_map(jax.dlpack.from_dlpack, xs), device)
+
+
+def jax_device_put(jax_xs: Any, device: Any) -> Any:
+    import jax
+
+    return jax.device_put(jax_xs, device)
+
+
+def jax_tree_map_device_put(jax_xs: Any, device: Any) -> Any:
+    import jax
+
+    return jax.tree_util.tree_map(lambda a: jax.device_put(a, device), jax_xs)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Prediction:** on a CPU target neither conversion needs to copy a byte (numpy and DLPack can alias torch's
+# memory, and `device_put` onto the device where the data already lies can keep it), so every JAX row is a fixed
+# cost per call and per leaf, like the walkers: large and small leaves should take the same time (a ratio near
+# one). Had they copied, the large `xs` would add at least 2 x 2.6 MB / `r` per call (printed below).
+# `devices.compare_jax` times the four ways onto JAX's default device, each call waiting for JAX's asynchronous
+# dispatch to finish, interleaved with `move_to` so that each way gets a ratio to it.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-jax_rows = table[table.method.isin(devices.JAX_INPUT)]
-if len(jax_rows):
-    jax_table = jax_rows.pivot(index=["method", "input"], columns="leaves", values="us_per_call")
+jax_rows = devices.compare_jax({"torch -> numpy -> jax.device_put": jax_via_numpy,
+                                "torch -> dlpack -> jax.device_put": jax_via_dlpack},
+                               {"jax.device_put (JAX arrays in)": jax_device_put,
+                                "jax.tree_util.tree_map(jax.device_put)": jax_tree_map_device_put},
+                               sides, rounds, block_ms, make_xs=slide_xs)
+if jax_rows:
+    jax_table = pd.DataFrame(jax_rows).pivot(index=["method", "input"], columns="leaves", values="us_per_call")
     jax_table["large / small"] = jax_table["large"] / jax_table["small"]
-    jax_table["over move_to (large)"] = jax_table["large"] / per_call.loc["move_to (helpers)", "large"]
+    jax_table["over move_to (large)"] = pd.DataFrame(jax_rows).query("leaves == 'large'").set_index(
+        ["method", "input"])["over_move_to"]
     copy_us = 2 * xs_bytes / (rate * 1e9) * 1e6
     print(f"a copy of the large xs would add about {copy_us:.0f} µs per call")
     for (name, _), ratio in jax_table["large / small"].items():
@@ -194,8 +353,8 @@ else:
 jax_table.round(2)
 
 # %% slideshow={"slide_type": "subslide"}
-if len(jax_rows):
-    print("every JAX way moves every leaf with equal values:", (jax_rows.correct_cpu == "ok").all())
+if jax_rows:
+    print("every JAX way moves every leaf with equal values:", all(r["correct"] == "ok" for r in jax_rows))
     for way, shared in devices.jax_shares_memory().items():
         print(f"{way}: {'aliases the torch tensor' if shared else 'copies'}")
 
@@ -220,7 +379,7 @@ if len(jax_rows):
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    cuda_rows = pd.DataFrame(devices.cuda_copy_rows(CUDA_MB * 2**20))
+    cuda_rows = pd.DataFrame(devices.cuda_copy_rows(cuda_mb * 2**20, repeat=rounds))
     print(cuda_rows.round(2).to_string(index=False))
 else:
     cuda_rows = pd.DataFrame()
@@ -232,11 +391,11 @@ else:
 # synchronisation), and the pin-then-copy row pays for the extra host copy.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = dict(result.figures, numpy_copy_gb_per_s=rate, torch_save_predicted_us=predicted_us)
-if len(jax_rows):  # a yes/no figure: 1.0 when every JAX way moved every leaf with equal values
-    figures["jax_device_put_moves_all"] = float((jax_rows.correct_cpu == "ok").all())
-path = measure.save_results("06_device_moves", figures, rows=result.rows + cuda_rows.to_dict("records"),
-                           knobs=dict(result.knobs, cuda_mb=CUDA_MB), repeats=result.repeats)
+figures = devices.figures(rows, jax_rows) | {"numpy_copy_gb_per_s": rate, "torch_save_predicted_us": predicted_us}
+knobs = {"sides": sides, "rounds": rounds, "block_ms": block_ms, "cuda_mb": cuda_mb, "target": "cpu",
+         "ways": list(ways), "statistic": "median over interleaved rounds"}
+path = measure.save_results("06_device_moves", figures, rows=rows + jax_rows + cuda_rows.to_dict("records"),
+                           knobs=knobs, repeats=rounds)
 print("saved", path.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -251,11 +410,11 @@ print("saved", path.name)
 # critical path, then copy with `non_blocking=True`. This run's figures:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-print(f"move_to over the fastest walker: {result.figures['move_to_over_fastest']:.2f}x")
+print(f"move_to over the fastest walker: {figures['move_to_over_fastest']:.2f}x")
 print(f"torch.save + load over move_to (large leaves): {per_call.loc['torch.save + load(map_location)', 'large'] / per_call.loc['move_to (helpers)', 'large']:.0f}x")
-if len(jax_rows):
-    print(f"jax.device_put of JAX arrays: {result.figures['jax_device_put_us_large']:.0f} µs per call; "
-          f"torch -> numpy -> device_put over move_to: {result.figures['jax_via_numpy_over_move_to_large']:.0f}x")
+if jax_rows:
+    print(f"jax.device_put of JAX arrays: {figures['jax_device_put_us_large']:.0f} µs per call; "
+          f"torch -> numpy -> device_put over move_to: {figures['jax_via_numpy_over_move_to_large']:.0f}x")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
@@ -272,13 +431,79 @@ claims.check("jax_device_put_moves_all", figures, why="JAX is not installed")
 print("pinned-memory claims:", "measured above" if torch.cuda.is_available() else "need a GPU, not checked here")
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-print("move_to within 1.5x of the fastest walker:", result.figures["move_to_over_fastest"] <= 1.5)
+print("move_to within 1.5x of the fastest walker:", figures["move_to_over_fastest"] <= 1.5)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Add a `set` of tensors to `xs`. Which methods raise, which pass it through unmoved, and which move it?
-# 2. Replace the list `xs["pim"]` by `torch.stack(xs["pim"])` and rerun section 2. Does TensorDict move it now?
-# 3. Time the methods with `SIDE = 8`. Which ones got faster, and what does that say about where their time goes?
-# 4. Time `jax.device_put(jax_xs, jax.devices()[0])` on a GPU machine with JAX's CUDA wheels. How does the time grow
-#    with `SIDE` now, and what rate does it reach compared with section 5's pinned copies?
+# Each solution calls the ways and functions above with the notebook's defaults and changes none of its variables.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Add a `set` of tensors to `xs` (say `{torch.ones(1), torch.zeros(1)}` under a new key) and move it to
+# the meta device with every way in `ways`. Look for three outcomes: which ways raise (and whether the error
+# says where the set is), which pass the set through with its tensors left on the CPU, and which move them.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_xs = {**xs, "tags": {torch.ones(1), torch.zeros(1)}}
+
+
+def ex1_outcome(way):
+    try:
+        moved_xs = way(ex1_xs, torch.device("meta"))
+    except Exception as err:
+        return f"raises {type(err).__name__}: {str(err).splitlines()[0][:90]}"
+    left = sum(t.device.type == "cpu" for t in moved_xs["tags"])
+    return f"passes the set through, {left} tensors left on the CPU" if left else "moves the set's tensors"
+
+
+ex1_found = {ex1_name: ex1_outcome(ex1_way) for ex1_name, ex1_way in ways.items()}
+for ex1_name, ex1_what in ex1_found.items():
+    print(f"{ex1_name}: {ex1_what}")
+assert ex1_found["move_to (helpers)"].startswith("raises TypeError") and "obj['tags']" in ex1_found["move_to (helpers)"]
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Replace the list `xs["pim"]` by `torch.stack(xs["pim"])` and check every way again, as in section 2.
+# Look at TensorDict's row: does it move everything now that every leaf is a tensor?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_xs = {**xs, "pim": torch.stack(xs["pim"])}
+ex2_checks = {ex2_name: devices.check_moved(ex2_xs, ex2_way(ex2_xs, torch.device("meta")), "meta")
+              for ex2_name, ex2_way in ways.items()}
+print(pd.DataFrame({"list pim": checks["moved correctly (meta)"], "stacked pim": ex2_checks}).to_string())
+assert ex2_checks["TensorDict.from_dict(xs).to"] == "ok" and all(v == "ok" for v in ex2_checks.values())
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** Where does the time go? Time the ways with leaves of side 8 and of side 1024 (`devices.compare_ways` with
+# `{"side 8": 8, "side 1024": 1024}` in place of `sides`). The large leaves hold (1024 / 8)^2 = 16384 times the
+# bytes of the small ones. Look for which ways' time grows with the data and which stays flat, and what that
+# says about where each way spends its time.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_rows = pd.DataFrame(devices.compare_ways(ways, {"side 8": 8, "side 1024": 1024}, rounds, block_ms,
+                                             make_xs=slide_xs))
+ex3 = ex3_rows.pivot(index="method", columns="leaves", values="us_per_call")
+ex3["grows"] = ex3["side 1024"] / ex3["side 8"]
+print(ex3.round(1).sort_values("grows").to_string())
+print("grows with the data:", ", ".join(ex3.index[ex3.grows > 3]) or "none")
+assert ex3.loc["torch.save + load(map_location)", "grows"] > 3 * ex3.loc["move_to (helpers)", "grows"]
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** (Needs a CUDA GPU; the solution skips without one.) Move the large `xs` to the GPU with `move_to`, once
+# from ordinary memory and once from pinned memory with `non_blocking=True`, timed interleaved with the GPU
+# synchronised (`measure.interleaved(..., device="cuda")`). Look for whether the pinned copy reaches the higher
+# rate of section 5's pinned rows, and check that every tensor arrived.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_moved = None
+if not torch.cuda.is_available():
+    print("skipped: no CUDA GPU here (this exercise times copies of xs to a GPU)")
+else:
+    ex4_pinned = optree.tree_map(lambda t: t.pin_memory(), xs)
+    ex4_t = measure.interleaved({"pageable": lambda: move_to(xs, "cuda"),
+                                 "pinned, non_blocking": lambda: move_to(ex4_pinned, "cuda", non_blocking=True)},
+                                repeat=rounds, warmup=1, device="cuda")
+    for ex4_name, ex4_seconds in ex4_t.items():
+        print(f"{ex4_name}: {xs_bytes / measure.median(ex4_seconds) / 1e9:.1f} GB/s")
+    ex4_moved = move_to(ex4_pinned, "cuda", non_blocking=True)
+    torch.cuda.synchronize()
+assert ex4_moved is None or devices.check_moved(xs, ex4_moved, "cuda") == "ok"

@@ -127,3 +127,11 @@ def test_default_set_follows_the_scale_table(tmp_path, monkeypatch):
     root = imagefolder.synthetic_imagefolder("smoke")
     assert root.parent == tmp_path and "40px" in root.name
     assert len(ImageFolder(root / "train")) == 4 and len(ImageFolder(root / "val")) == 2
+
+
+def test_sizes_given_explicitly_win_over_the_scale_table(tmp_path, monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_DATA", str(tmp_path))
+    monkeypatch.setitem(config.SIZES, "imagefolder.px", (40, 40, 40))
+    root = imagefolder.synthetic_imagefolder(train=4, val=2, px=36)  # train and val given: only px from a caller
+    assert root.name == "imagefolder-4-2-36px"
+    assert len(ImageFolder(root / "train")) == 4 and len(ImageFolder(root / "val")) == 2

@@ -41,10 +41,12 @@ def test_train_loaders_yield_normalised_crops_of_every_image(tiny, num_workers, 
 def test_images_per_second_counts_images_and_speedups_pick_best_over_best(tiny):
     timed = exp.images_per_second(exp.memmap_loader(tiny.val, "val", 4), repeat=2, warmup=0)
     assert timed["images_per_s"] == pytest.approx(6 / timed["epoch_s"]) and timed["epoch_s_p95"] >= timed["epoch_s"]
-    rows = [{"split": "val", "pipeline": "DataLoader + ImageFolder", "images_per_s": 10.0},
-            {"split": "val", "pipeline": "DataLoader + ImageFolder", "images_per_s": 20.0},
-            {"split": "val", "pipeline": exp.ONE_PROCESS, "images_per_s": 100.0},
-            {"split": "val", "pipeline": "memmap + threads", "images_per_s": 300.0}]
+    rows = [
+        {"split": "val", "pipeline": "DataLoader + ImageFolder", "images_per_s": 10.0},
+        {"split": "val", "pipeline": "DataLoader + ImageFolder", "images_per_s": 20.0},
+        {"split": "val", "pipeline": exp.ONE_PROCESS, "images_per_s": 100.0},
+        {"split": "val", "pipeline": "memmap + threads", "images_per_s": 300.0},
+    ]
     figures = exp.speedups(rows)
     assert figures["memmap_val_speedup"] == 15 and figures["memmap_val_one_process_speedup"] == 5
 
@@ -53,4 +55,54 @@ def test_stage_costs_and_transform_costs_tables(tiny):
     costs = exp.per_image_costs(tiny.folder, "val", 2, n=2, repeat=1)
     assert list(costs["stage"])[0] == "open + decode" and costs["predicted_images_per_s"].is_monotonic_decreasing
     table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=1, num_threads=2)
-    assert set(table["stage"]) == {"normalise", "crop", "flip", "all three"} and table.attrs["tutorial_over_helpers"] > 0
+    assert (
+        set(table["stage"]) == {"normalise", "crop", "flip", "all three"} and table.attrs["tutorial_over_helpers"] > 0
+    )
+
+
+def test_tutorial_loader_yields_tensorclass_batches_like_the_helpers(tiny):
+    tut = list(exp.tutorial_loader(tiny.val, "val", 4))
+    mm = list(exp.memmap_loader(tiny.val, "val", 4))
+    assert [type(b).__name__ for b in tut] == ["ImageNetData", "ImageNetData"]
+    for a, (b, lb) in zip(tut, mm):
+        torch.testing.assert_close(a.images, b, atol=1e-5, rtol=1e-5)  # InvAffine divides where the helpers multiply
+        assert torch.equal(a.targets, lb)
+    train = list(exp.tutorial_loader(tiny.train, "train", 3))
+    assert sorted(torch.cat([b.targets for b in train]).tolist()) == sorted(tiny.train.labels.tolist())
+    assert train[0].images.shape[1:] == (3, exp.CROP, exp.CROP) and train[0].images.dtype == torch.float32
+    timed = exp.images_per_second(exp.tutorial_loader(tiny.val, "val", 4), repeat=1, warmup=0)
+    assert timed["images_per_s"] == pytest.approx(6 / timed["epoch_s"])  # tensorclass batches are counted too
+
+
+def test_sweep_times_the_tutorials_loader_and_speedups_compare_with_it():
+    assert (exp.TUTORIAL, 0, 1) in exp.configurations([0, 2])
+    rows = [
+        {"split": "train", "pipeline": "DataLoader + ImageFolder", "images_per_s": 10.0},
+        {"split": "train", "pipeline": exp.TUTORIAL, "images_per_s": 25.0},
+        {"split": "train", "pipeline": exp.ONE_PROCESS, "images_per_s": 100.0},
+    ]
+    figures = exp.speedups(rows)
+    assert figures["memmap_train_speedup"] == 10  # the tutorial's loader is neither baseline nor best memmap
+    assert figures["tutorial_train_images_per_s"] == 25 and figures["memmap_train_one_process_over_tutorial"] == 4
+
+
+def test_tutorial_from_dataset_and_collate(tmp_path):
+    from fastloops_helpers.teach import tutorial_transforms as tut
+
+    items = [(torch.full((3, 5, 5), i, dtype=torch.uint8), i % 2) for i in range(7)]
+    in_memory = tut.ImageNetData.from_dataset(items, batch_size=3)
+    on_disk = tut.ImageNetData.from_dataset(items, str(tmp_path / "tc"), batch_size=3)
+    again = tut.ImageNetData.load_memmap(str(tmp_path / "tc"))
+    for data in (in_memory, on_disk, again):
+        assert data.images[:, 0, 0, 0].tolist() == list(range(7)) and data.targets.tolist() == [0, 1, 0, 1, 0, 1, 0]
+    batch = tut.Collate(tut.InvAffine(), "cpu")(in_memory[[0, 2]])
+    assert batch.images.dtype == torch.float32 and batch.targets.tolist() == [0, 0]
+    assert tut.Collate()(in_memory[[1]]).images.dtype == torch.uint8  # no transform, no device: unchanged
+
+
+def test_transform_costs_times_the_chain_it_is_given(tiny):
+    from fastloops_helpers.teach import tutorial_transforms as tut
+
+    chain = tut.tutorial_train_transform(exp.CROP)
+    table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=1, num_threads=1, tutorial=chain)
+    assert len(table) == 9 and table.attrs["tutorial_over_helpers"] > 0

@@ -114,9 +114,9 @@ def test_memmap_dataset_gathers_a_batch_and_indexes_one_item(tmp_path):
 
 def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
     """The benchmark's two sides produce the same normalised float batches (val: bit for bit)."""
-    from fastloops_helpers.load import transforms as T
-    from fastloops_helpers.experiments import imagefolder as B
     from fastloops_helpers.data.jpeg_folder import ImageFolder, write_synthetic_imagefolder
+    from fastloops_helpers.experiments import imagefolder as B
+    from fastloops_helpers.load import transforms as T
 
     folder = write_synthetic_imagefolder(tmp_path / "if", 4, 5, size=260)
     for split in B.SPLITS:
@@ -133,7 +133,9 @@ def test_memmap_loaders_give_the_dataloader_batches(tmp_path):
             else:  # random crops and flips: same labels in some order, values of normalised uint8 pixels
                 labels = sorted(int(v) for _, y in batches for v in y)
                 assert labels == sorted(int(v) for _, y in reference for v in y)
-                low, high = T.normalize(torch.zeros(1, 3, 1, 1, dtype=torch.uint8)), T.normalize(
-                    torch.full((1, 3, 1, 1), 255, dtype=torch.uint8))
+                low, high = (
+                    T.normalize(torch.zeros(1, 3, 1, 1, dtype=torch.uint8)),
+                    T.normalize(torch.full((1, 3, 1, 1), 255, dtype=torch.uint8)),
+                )
                 for x, _ in batches:
                     assert ((x >= low - 1e-6) & (x <= high + 1e-6)).all()

@@ -52,6 +52,7 @@ def test_classes_are_learnable_beyond_the_majority_class():
 
 def _tmp():
     import tempfile
+
     return tempfile.mkdtemp() + "/train.csv"
 
 
@@ -77,6 +78,7 @@ def test_bad_value_names_line_and_column(csv_path, tmp_path, value):
         f = line.split(",")
         f[5] = value
         return ",".join(f)
+
     bad = _rewrite(csv_path, tmp_path / "v.csv", 42, edit)
     with pytest.raises(ValueError, match=rf"line 42, column feat_5: '{value}' is not a non-negative integer"):
         otto.read_otto(bad)
@@ -112,8 +114,8 @@ def test_batch_times_counts_batches_after_skip_and_up_to_limit():
 def test_training_with_the_helpers_loader_beats_the_majority_class():
     import torch
 
-    from fastloops_helpers.experiments.otto import train_and_evaluate
     from fastloops_helpers import BatchLoader
+    from fastloops_helpers.experiments.otto import train_and_evaluate
 
     X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=3000, seed=2))
     X_tr, y_tr, X_va, y_va = otto.split(X, y, 0.2, seed=0)
@@ -148,7 +150,9 @@ def test_seed_protocol_skips_the_seeds_eleven_batches_and_tabulates_each_uplift(
 
     X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=300, seed=4))
     data = exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=300)
-    times = exp.seed_protocol(data, torch.device("cpu"), batch_size=20, epochs=2)  # 15 batches per epoch
+    cpu = torch.device("cpu")
+    loaders = exp.seed_protocol_loaders(data, 20, cpu)  # 15 batches per epoch
+    times = exp.seed_protocol(loaders, exp.forward_loss_factory(cpu), 2, cpu)
     assert {len(v) for v in times.values()} == {2 * (15 - exp.SEED_SKIP)}
     t = exp.seed_table({"DataLoader": [0.2, 0.2, 0.4], "FFCV": [0.1, 0.1, 0.1]})
     assert t.loc["FFCV", "uplift_median_%"] == pytest.approx(-50)

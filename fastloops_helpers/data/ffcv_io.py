@@ -18,8 +18,10 @@ import torch
 from ..atomic import staged
 
 ORDERS = ("sequential", "random", "quasi_random")
-MISSING = ("ffcv is not importable here ({error}); the FFCV parts are skipped. To add it: "
-           "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev && pip install ffcv")
+MISSING = (
+    "ffcv is not importable here ({error}); the FFCV parts are skipped. To add it: "
+    "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev && pip install ffcv"
+)
 
 
 def have_ffcv() -> bool:
@@ -74,8 +76,7 @@ def write_table_beton(path: str | Path, X: np.ndarray, y: np.ndarray, num_worker
     """
     ffcv = require_ffcv()
     X = np.ascontiguousarray(X, dtype=np.float32)
-    fields = {"x": ffcv.fields.NDArrayField(shape=X.shape[1:], dtype=np.dtype("float32")),
-              "y": ffcv.fields.IntField()}
+    fields = {"x": ffcv.fields.NDArrayField(shape=X.shape[1:], dtype=np.dtype("float32")), "y": ffcv.fields.IntField()}
     return _write(path, fields, Pairs(X, y), num_workers)
 
 
@@ -104,24 +105,48 @@ def _label_pipeline(device: torch.device) -> list[Any]:
     return [ffcv.fields.decoders.IntDecoder(), t.ToTensor(), t.ToDevice(device, non_blocking=True), t.Squeeze()]
 
 
-def table_loader(path: str | Path, batch_size: int = 1024, num_workers: int = 1, order: str = "random",
-                 device: torch.device | str = "cpu", seed: int = 0, drop_last: bool = False) -> Any:
+def table_loader(
+    path: str | Path,
+    batch_size: int = 1024,
+    num_workers: int = 1,
+    order: str = "random",
+    device: torch.device | str = "cpu",
+    seed: int = 0,
+    drop_last: bool = False,
+) -> Any:
     """Return the seed's FFCV Loader over a table `.beton`: yields (x float32 (B, F), y int64 (B,)).
 
     Explained in notebooks/10_ffcv_otto.ipynb.
     """
     ffcv = require_ffcv()
     device = torch.device(device)
-    x_pipe = [ffcv.fields.decoders.NDArrayDecoder(), ffcv.transforms.ToTensor(),
-              ffcv.transforms.ToDevice(device, non_blocking=True)]
-    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
-                              seed=seed, drop_last=drop_last,
-                              pipelines={"x": x_pipe, "y": _label_pipeline(device)})
+    x_pipe = [
+        ffcv.fields.decoders.NDArrayDecoder(),
+        ffcv.transforms.ToTensor(),
+        ffcv.transforms.ToDevice(device, non_blocking=True),
+    ]
+    return ffcv.loader.Loader(
+        str(path),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        order=_order(order),
+        seed=seed,
+        drop_last=drop_last,
+        pipelines={"x": x_pipe, "y": _label_pipeline(device)},
+    )
 
 
-def image_loader(path: str | Path, batch_size: int = 128, num_workers: int = 1, order: str = "quasi_random",
-                 device: torch.device | str = "cpu", size: int = 32, ratio: float = 2 / 3, seed: int = 0,
-                 drop_last: bool = True) -> Any:
+def image_loader(
+    path: str | Path,
+    batch_size: int = 128,
+    num_workers: int = 1,
+    order: str = "quasi_random",
+    device: torch.device | str = "cpu",
+    size: int = 32,
+    ratio: float = 2 / 3,
+    seed: int = 0,
+    drop_last: bool = True,
+) -> Any:
     """Return the seed's FFCV Loader over an image `.beton`: center crop `ratio`, resize to `size`, NCHW uint8.
 
     The crop of 2/3 of the side resized to 32 equals the DataLoader path's resize to 48 then center crop 32.
@@ -130,8 +155,18 @@ def image_loader(path: str | Path, batch_size: int = 128, num_workers: int = 1, 
     ffcv = require_ffcv()
     device = torch.device(device)
     t = ffcv.transforms
-    image_pipe = [ffcv.fields.decoders.CenterCropRGBImageDecoder((size, size), ratio), t.ToTensor(),
-                  t.ToDevice(device, non_blocking=True), t.ToTorchImage()]
-    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
-                              seed=seed, drop_last=drop_last,
-                              pipelines={"image": image_pipe, "label": _label_pipeline(device)})
+    image_pipe = [
+        ffcv.fields.decoders.CenterCropRGBImageDecoder((size, size), ratio),
+        t.ToTensor(),
+        t.ToDevice(device, non_blocking=True),
+        t.ToTorchImage(),
+    ]
+    return ffcv.loader.Loader(
+        str(path),
+        batch_size=batch_size,
+        num_workers=num_workers,
+        order=_order(order),
+        seed=seed,
+        drop_last=drop_last,
+        pipelines={"image": image_pipe, "label": _label_pipeline(device)},
+    )

@@ -43,10 +43,13 @@ def find_classes(root: str | Path) -> list[str]:
     if not root.is_dir():
         raise FileNotFoundError(
             f"image folder {str(root)!r} does not exist: pass a folder laid out as ROOT/<class>/<image>.jpg, "
-            f"or make one with write_synthetic_imagefolder()")
+            f"or make one with write_synthetic_imagefolder()"
+        )
     classes = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not classes:
-        raise FileNotFoundError(f"image folder {str(root)!r} has no class subfolders: expected ROOT/<class>/<image>.jpg")
+        raise FileNotFoundError(
+            f"image folder {str(root)!r} has no class subfolders: expected ROOT/<class>/<image>.jpg"
+        )
     return classes
 
 
@@ -59,7 +62,8 @@ def make_samples(root: str | Path, classes: Sequence[str]) -> list[tuple[str, in
     if not samples:
         raise FileNotFoundError(
             f"image folder {str(root)!r} has class folders {list(classes)} but no images "
-            f"with an extension in {EXTENSIONS}")
+            f"with an extension in {EXTENSIONS}"
+        )
     return samples
 
 
@@ -75,8 +79,9 @@ class ImageFolder(torch.utils.data.Dataset):
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
 
-    def __init__(self, root: str | Path, transform: Callable[[Any], Any] | None = None,
-                 loader: Callable[[str], Any] = pil_loader) -> None:
+    def __init__(
+        self, root: str | Path, transform: Callable[[Any], Any] | None = None, loader: Callable[[str], Any] = pil_loader
+    ) -> None:
         self.root = Path(root)
         self.classes = find_classes(self.root)
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
@@ -104,7 +109,7 @@ def synthetic_image(rng: np.random.Generator, width: int, height: int, label: in
     """Draw one photo-like RGB image: a smooth colour field, shapes, stripes and sensor noise."""
     cells = rng.integers(3, 9, size=2)
     field = rng.integers(0, 256, (*cells, 3), dtype=np.uint8)
-    img = Image.fromarray(field).resize((width, height), Image.BICUBIC)
+    img = Image.fromarray(field).resize((width, height), Image.BICUBIC)  # type: ignore[attr-defined]
     draw = ImageDraw.Draw(img)
     for _ in range(int(rng.integers(6, 16))):
         x0, x1 = sorted(rng.integers(0, width, 2))
@@ -133,7 +138,7 @@ def _odd_mode(img: Image.Image, k: int) -> tuple[Image.Image, str]:
     if kind == 1:
         return img.convert("CMYK"), ".jpg"  # CMYK JPEG (Adobe)
     if kind == 2:
-        return img.convert("P", palette=Image.ADAPTIVE, colors=64), ".png"  # palette PNG
+        return img.convert("P", palette=Image.ADAPTIVE, colors=64), ".png"  # type: ignore[attr-defined]  # palette PNG
     rgba = img.convert("RGBA")
     rgba.putalpha(Image.linear_gradient("L").resize(img.size))
     return rgba, ".png"  # alpha-bearing PNG
@@ -147,8 +152,18 @@ def _image_size(rng: np.random.Generator, size: int, jitter: float) -> tuple[int
     return max(int(round(width)), 8), max(int(round(height)), 8)
 
 
-def _write_split(folder: Path, n: int, classes: Sequence[str], seed: int, split: int, size: int,
-                 jitter: float, quality: int, odd_modes: int, bar: Any) -> None:
+def _write_split(
+    folder: Path,
+    n: int,
+    classes: Sequence[str],
+    seed: int,
+    split: int,
+    size: int,
+    jitter: float,
+    quality: int,
+    odd_modes: int,
+    bar: Any,
+) -> None:
     for i in range(n):
         label = i % len(classes)  # balanced classes, interleaved
         rng = np.random.default_rng([seed, split, i])  # one stream per image: files do not depend on n
@@ -162,9 +177,17 @@ def _write_split(folder: Path, n: int, classes: Sequence[str], seed: int, split:
         bar.update(1)
 
 
-def write_synthetic_imagefolder(root: str | Path, n_train: int, n_val: int, seed: int = 0,
-                                classes: Sequence[str] = ("ants", "bees"), size: int = 500,
-                                size_jitter: float = 0.25, quality: int = 90, odd_modes: int = 0) -> Path:
+def write_synthetic_imagefolder(
+    root: str | Path,
+    n_train: int,
+    n_val: int,
+    seed: int = 0,
+    classes: Sequence[str] = ("ants", "bees"),
+    size: int = 500,
+    size_jitter: float = 0.25,
+    quality: int = 90,
+    odd_modes: int = 0,
+) -> Path:
     """Write seeded photo-like JPEGs to root/train/<class>/ and root/val/<class>/; skip if already complete.
 
     `size` is the typical longer side in px (each image varies by +-`size_jitter`); `odd_modes` > 0 makes the
@@ -172,18 +195,29 @@ def write_synthetic_imagefolder(root: str | Path, n_train: int, n_val: int, seed
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
     if n_train < len(classes) or n_val < len(classes):
-        raise ValueError(f"need at least one image per class in each split: n_train={n_train}, n_val={n_val}, "
-                         f"{len(classes)} classes")
+        raise ValueError(
+            f"need at least one image per class in each split: n_train={n_train}, n_val={n_val}, {len(classes)} classes"
+        )
     root = Path(root)
-    params = {"n_train": n_train, "n_val": n_val, "seed": seed, "classes": list(classes), "size": size,
-              "size_jitter": size_jitter, "quality": quality, "odd_modes": odd_modes, "version": 1}
+    params = {
+        "n_train": n_train,
+        "n_val": n_val,
+        "seed": seed,
+        "classes": list(classes),
+        "size": size,
+        "size_jitter": size_jitter,
+        "quality": quality,
+        "odd_modes": odd_modes,
+        "version": 1,
+    }
     if _complete(root, params):
         return root
     if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
-        raise FileExistsError(f"{str(root)!r} exists and was not written by write_synthetic_imagefolder: "
-                              f"pass an empty or new folder")
+        raise FileExistsError(
+            f"{str(root)!r} exists and was not written by write_synthetic_imagefolder: pass an empty or new folder"
+        )
     with staged(root) as tmp:  # readers never see half a folder; an older copy stays until this one is whole
-        with progress(range(n_train + n_val), desc=f"writing {root.name}") as bar:
+        with progress(range(n_train + n_val), desc=f"writing {root.name}") as bar:  # type: ignore[attr-defined]
             _write_split(tmp / "train", n_train, classes, seed, 0, size, size_jitter, quality, odd_modes, bar)
             _write_split(tmp / "val", n_val, classes, seed, 1, size, size_jitter, quality, odd_modes, bar)
         (tmp / MARKER).write_text(json.dumps(params, indent=1))  # the marker last
@@ -197,11 +231,17 @@ def _complete(root: Path, params: dict[str, Any]) -> bool:
         return False
 
 
-def synthetic_imagefolder(scale: str | None = None) -> Path:
-    """Return the default synthetic ImageFolder for the active scale (config `imagefolder.*`), writing it once.
+def synthetic_imagefolder(
+    scale: str | None = None, *, train: int | None = None, val: int | None = None, px: int | None = None
+) -> Path:
+    """Return a synthetic ImageFolder of `train` and `val` images of about `px` px in the data folder, writing it once.
 
+    A size left out comes from the scale table (`imagefolder.*` at `scale`, or the active scale).
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    s = config.sizes("imagefolder", scale)
-    root = config.data_dir() / f"imagefolder-{s['train']}-{s['val']}-{s['px']}px"
-    return write_synthetic_imagefolder(root, s["train"], s["val"], seed=0, size=s["px"])
+    table = config.sizes("imagefolder", scale) if None in (train, val, px) else {}
+    train = table["train"] if train is None else train
+    val = table["val"] if val is None else val
+    px = table["px"] if px is None else px
+    root = config.data_dir() / f"imagefolder-{train}-{val}-{px}px"
+    return write_synthetic_imagefolder(root, train, val, seed=0, size=px)

@@ -25,8 +25,11 @@ from ..measure.display import progress
 
 BACKENDS = ("numpy", "torch", "tensordict")
 META = "fastloops-memmap.json"  # written last: a folder without it holds no complete data set
-FILES = {"numpy": ("images.u8", "labels.i64"), "torch": ("images.u8", "labels.i64"),
-         "tensordict": ("_tensordict/images.memmap", "_tensordict/labels.memmap")}
+FILES = {
+    "numpy": ("images.u8", "labels.i64"),
+    "torch": ("images.u8", "labels.i64"),
+    "tensordict": ("_tensordict/images.memmap", "_tensordict/labels.memmap"),
+}
 
 
 @tensorclass
@@ -45,30 +48,46 @@ class ImageData:
 def _create_numpy(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
     images = np.memmap(root / FILES["numpy"][0], dtype=np.uint8, mode="w+", shape=(n, *shape))
     labels = np.memmap(root / FILES["numpy"][1], dtype=np.int64, mode="w+", shape=(n,))
-    return torch.from_numpy(images), torch.from_numpy(labels), lambda: (images.flush(), labels.flush())
+
+    def flush() -> None:
+        images.flush()
+        labels.flush()
+
+    return torch.from_numpy(images), torch.from_numpy(labels), flush
 
 
 def _create_torch(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
     # shared=True maps the file MAP_SHARED: writes to the tensor are writes to the file
-    images = torch.from_file(str(root / FILES["torch"][0]), shared=True, size=n * math.prod(shape),
-                             dtype=torch.uint8).view(n, *shape)
+    images = torch.from_file(
+        str(root / FILES["torch"][0]), shared=True, size=n * math.prod(shape), dtype=torch.uint8
+    ).view(n, *shape)
     labels = torch.from_file(str(root / FILES["torch"][1]), shared=True, size=n, dtype=torch.int64)
     return images, labels, lambda: None
 
 
 def _create_tensordict(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
     # an expanded zero template costs no memory; memmap_like turns it into empty files of the full size
-    template = ImageData(images=torch.zeros((1, *shape), dtype=torch.uint8).expand(n, *shape),
-                         labels=torch.zeros(1, dtype=torch.int64).expand(n), batch_size=[n])
-    data = template.memmap_like(prefix=str(root))
+    template = ImageData(  # type: ignore[call-arg]
+        images=torch.zeros((1, *shape), dtype=torch.uint8).expand(n, *shape),
+        labels=torch.zeros(1, dtype=torch.int64).expand(n),
+        batch_size=[n],
+    )
+    data = template.memmap_like(prefix=str(root))  # type: ignore[attr-defined]
     return data.images, data.labels, lambda: None
 
 
 _CREATE = {"numpy": _create_numpy, "torch": _create_torch, "tensordict": _create_tensordict}
 
 
-def write_memmap(dataset: Any, root: str | Path, backend: str = "tensordict", batch_size: int = 32,
-                 num_workers: int = 0, key: Mapping[str, Any] | None = None, desc: str = "") -> ImageData:
+def write_memmap(
+    dataset: Any,
+    root: str | Path,
+    backend: str = "tensordict",
+    batch_size: int = 32,
+    num_workers: int = 0,
+    key: Mapping[str, Any] | None = None,
+    desc: str = "",
+) -> ImageData:
     """Write every (uint8 image tensor, label) of `dataset` to memory-mapped files under `root`; return them mapped.
 
     All images must share one shape (precompute a fixed-size resize or crop). `num_workers` decodes in
@@ -81,8 +100,10 @@ def write_memmap(dataset: Any, root: str | Path, backend: str = "tensordict", ba
         raise ValueError("the dataset is empty: nothing to write")
     first, _ = dataset[0]
     if not isinstance(first, Tensor) or first.dtype != torch.uint8:
-        raise TypeError(f"dataset items must be (uint8 tensor, label); got a {type(first).__name__} "
-                        f"{getattr(first, 'dtype', '')}: give the dataset a transform that returns uint8 tensors")
+        raise TypeError(
+            f"dataset items must be (uint8 tensor, label); got a {type(first).__name__} "
+            f"{getattr(first, 'dtype', '')}: give the dataset a transform that returns uint8 tensors"
+        )
     shape = tuple(first.shape)
     root = _writable(Path(root))
     with staged(root) as tmp:  # the previous complete copy stays loadable until this one is whole
@@ -93,19 +114,22 @@ def write_memmap(dataset: Any, root: str | Path, backend: str = "tensordict", ba
     return load_memmap(root)
 
 
-def _fill(dataset: Any, folder: Path, backend: str, shape: tuple[int, ...], batch_size: int,
-          num_workers: int, desc: str) -> None:
+def _fill(
+    dataset: Any, folder: Path, backend: str, shape: tuple[int, ...], batch_size: int, num_workers: int, desc: str
+) -> None:
     n = len(dataset)
     images, labels, flush = _CREATE[backend](folder, n, shape)
     loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
     start = 0
-    with progress(None, desc=desc, total=n) as bar:
+    with progress(None, desc=desc, total=n) as bar:  # type: ignore[arg-type, attr-defined]
         for x, y in loader:
             if tuple(x.shape[1:]) != shape:
-                raise ValueError(f"image {start} has shape {tuple(x.shape[1:])}, the first had {shape}: "
-                                 f"every image must have the same size (resize or crop in the transform)")
-            images[start:start + len(x)] = x
-            labels[start:start + len(x)] = y
+                raise ValueError(
+                    f"image {start} has shape {tuple(x.shape[1:])}, the first had {shape}: "
+                    f"every image must have the same size (resize or crop in the transform)"
+                )
+            images[start : start + len(x)] = x
+            labels[start : start + len(x)] = y
             start += len(x)
             bar.update(len(x))
     flush()
@@ -131,8 +155,9 @@ def read_meta(root: str | Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text())
     except FileNotFoundError:
-        raise FileNotFoundError(f"no memmap data set in {str(root)!r} ({META} is missing): "
-                                f"write one with write_memmap(dataset, root)") from None
+        raise FileNotFoundError(
+            f"no memmap data set in {str(root)!r} ({META} is missing): write one with write_memmap(dataset, root)"
+        ) from None
     except ValueError as exc:
         raise ValueError(f"{str(path)!r} is not valid JSON ({exc}): delete {str(root)!r} and write it again") from None
 
@@ -144,11 +169,14 @@ def _check_files(root: Path, meta: Mapping[str, Any]) -> None:
     for name, nbytes in zip(FILES[backend], expected):
         path = root / name
         if not path.exists():
-            raise FileNotFoundError(f"{str(path)!r} is missing but {META} lists it: delete {str(root)!r} "
-                                    f"and write the data set again")
+            raise FileNotFoundError(
+                f"{str(path)!r} is missing but {META} lists it: delete {str(root)!r} and write the data set again"
+            )
         if path.stat().st_size != nbytes:
-            raise ValueError(f"{str(path)!r} holds {path.stat().st_size} bytes but {META} says {n} items "
-                             f"({nbytes} bytes): the file is truncated or from another run; write it again")
+            raise ValueError(
+                f"{str(path)!r} holds {path.stat().st_size} bytes but {META} says {n} items "
+                f"({nbytes} bytes): the file is truncated or from another run; write it again"
+            )
 
 
 def load_memmap(root: str | Path) -> ImageData:
@@ -161,24 +189,28 @@ def load_memmap(root: str | Path) -> ImageData:
     _check_files(root, meta)
     n, shape, backend = meta["n"], tuple(meta["shape"]), meta["backend"]
     if backend == "tensordict":
-        data = ImageData.load_memmap(str(root))
+        data = ImageData.load_memmap(str(root))  # type: ignore[attr-defined]
         if tuple(data.images.shape) != (n, *shape):
-            raise ValueError(f"tensordict metadata in {str(root)!r} says {tuple(data.images.shape)}, "
-                             f"{META} says {(n, *shape)}: write the data set again")
+            raise ValueError(
+                f"tensordict metadata in {str(root)!r} says {tuple(data.images.shape)}, "
+                f"{META} says {(n, *shape)}: write the data set again"
+            )
         return data
     if backend == "numpy":
         # mode "c" (copy-on-write) gives torch a writable view; nothing is ever written back to the file
         images = torch.from_numpy(np.memmap(root / FILES[backend][0], np.uint8, mode="c", shape=(n, *shape)))
         labels = torch.from_numpy(np.memmap(root / FILES[backend][1], np.int64, mode="c", shape=(n,)))
     else:
-        images = torch.from_file(str(root / FILES[backend][0]), shared=False, size=n * math.prod(shape),
-                                 dtype=torch.uint8).view(n, *shape)
+        images = torch.from_file(
+            str(root / FILES[backend][0]), shared=False, size=n * math.prod(shape), dtype=torch.uint8
+        ).view(n, *shape)
         labels = torch.from_file(str(root / FILES[backend][1]), shared=False, size=n, dtype=torch.int64)
-    return ImageData(images=images, labels=labels, batch_size=[n])
+    return ImageData(images=images, labels=labels, batch_size=[n])  # type: ignore[call-arg]
 
 
-def precompute(dataset: Any, root: str | Path, backend: str = "tensordict", key: Mapping[str, Any] | None = None,
-               **write_kw: Any) -> ImageData:
+def precompute(
+    dataset: Any, root: str | Path, backend: str = "tensordict", key: Mapping[str, Any] | None = None, **write_kw: Any
+) -> ImageData:
     """Return the memmap in `root` if it holds `dataset` (same length, backend and `key`), else write it first.
 
     Explained in notebooks/09_precompute_memmap.ipynb.
@@ -199,7 +231,8 @@ class MemmapDataset(torch.utils.data.Dataset):
 
     DataLoader (with workers) then fetches each batch with one `np.take` per field instead of N `__getitem__`
     calls; pair it with a `collate_fn` that accepts the ImageData batch. Tensor-index gathers on a tensorclass
-    (`data[idx]`) use advanced indexing, several times slower on a CPU. Explained in notebooks/09_precompute_memmap.ipynb.
+    (`data[idx]`) use advanced indexing, several times slower on a CPU.
+    Explained in notebooks/09_precompute_memmap.ipynb.
     """
 
     def __init__(self, data: ImageData) -> None:
@@ -214,7 +247,7 @@ class MemmapDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices: list[int]) -> ImageData:
         index = torch.as_tensor(indices)
         batch = rows.take(self.fields, index)
-        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])
+        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])  # type: ignore[call-arg]
 
 
 def resident_mb() -> dict[str, float]:

@@ -33,10 +33,10 @@ def generate_otto(path: str | Path, rows: int = ROWS, seed: int = 0) -> Path:
     if rows < 1:
         raise ValueError(f"rows must be >= 1, got {rows}")
     rng = np.random.default_rng(seed)
-    base = rng.gamma(0.6, 0.6, size=NUM_FEATURES)                       # most features rare, a few common
+    base = rng.gamma(0.6, 0.6, size=NUM_FEATURES)  # most features rare, a few common
     factor = rng.lognormal(0.0, 1.1, size=(len(CLASSES), NUM_FEATURES))  # what tells the classes apart
     y = rng.choice(len(CLASSES), size=rows, p=CLASS_COUNTS / CLASS_COUNTS.sum())
-    activity = rng.gamma(2.0, 0.5, size=(rows, 1))                       # some products have more of everything
+    activity = rng.gamma(2.0, 0.5, size=(rows, 1))  # some products have more of everything
     rate = base * factor[y] * activity * rng.gamma(0.5, 2.0, size=(rows, NUM_FEATURES))
     X = rng.poisson(rate).astype(np.int64)
     frame = pd.DataFrame(X, columns=HEADER[1:-1])
@@ -60,9 +60,11 @@ def read_otto(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     if header != HEADER:
         bad = next((i for i, (a, b) in enumerate(zip(header, HEADER)) if a != b), min(len(header), len(HEADER)))
         got = header[bad] if bad < len(header) else "<missing>"
-        raise ValueError(f"{path}: line 1 is not Otto's header: column {bad + 1} is {got!r}, expected "
-                         f"{HEADER[bad] if bad < len(HEADER) else '<nothing>'!r} "
-                         f"(want id,feat_1..feat_{NUM_FEATURES},target)")
+        raise ValueError(
+            f"{path}: line 1 is not Otto's header: column {bad + 1} is {got!r}, expected "
+            f"{HEADER[bad] if bad < len(HEADER) else '<nothing>'!r} "
+            f"(want id,feat_1..feat_{NUM_FEATURES},target)"
+        )
     try:
         frame = pd.read_csv(path, na_filter=False)  # C parser: int64 columns unless a field is not an integer
     except pd.errors.ParserError as exc:
@@ -75,15 +77,19 @@ def _features(frame: pd.DataFrame, path: Path) -> np.ndarray:
     raw = frame[HEADER[1:-1]]
     first: tuple[int, str] | None = None  # (row, column) of the earliest bad field
     for name in raw.columns:
-        values = pd.to_numeric(raw[name], errors="coerce").to_numpy(dtype=np.float64) \
-            if raw[name].dtype.kind != "i" else raw[name].to_numpy()  # text, floats or blanks -> NaN check
+        values = (
+            pd.to_numeric(raw[name], errors="coerce").to_numpy(dtype=np.float64)
+            if raw[name].dtype.kind != "i"
+            else raw[name].to_numpy()
+        )  # text, floats or blanks -> NaN check
         bad = np.flatnonzero(np.isnan(values) | (values < 0) | (values != np.floor(values)))
         if bad.size and (first is None or bad[0] < first[0]):
             first = (int(bad[0]), name)
     if first is not None:
         row, name = first
-        raise ValueError(f"{path}: line {row + 2}, column {name}: '{raw[name].iat[row]}' is not a "
-                         f"non-negative integer count")
+        raise ValueError(
+            f"{path}: line {row + 2}, column {name}: '{raw[name].iat[row]}' is not a non-negative integer count"
+        )
     return raw.to_numpy(dtype=np.int64)
 
 
@@ -91,13 +97,15 @@ def _labels(target: pd.Series, path: Path) -> np.ndarray:
     codes = target.map({c: i for i, c in enumerate(CLASSES)}).fillna(-1).to_numpy(dtype=np.int64)
     if (codes < 0).any():
         row = int(np.flatnonzero(codes < 0)[0])
-        raise ValueError(f"{path}: line {row + 2}: unknown class {target.iat[row]!r} "
-                         f"(expected one of Class_1..Class_{len(CLASSES)})")
+        raise ValueError(
+            f"{path}: line {row + 2}: unknown class {target.iat[row]!r} (expected one of Class_1..Class_{len(CLASSES)})"
+        )
     return codes
 
 
-def split(X: np.ndarray, y: np.ndarray, val_fraction: float = 0.2,
-          seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def split(
+    X: np.ndarray, y: np.ndarray, val_fraction: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Return X_train, y_train, X_val, y_val from a seeded shuffle (float32 features, int64 labels)."""
     if not 0 < val_fraction < 1:
         raise ValueError(f"val_fraction must be in (0, 1), got {val_fraction}")
@@ -108,8 +116,9 @@ def split(X: np.ndarray, y: np.ndarray, val_fraction: float = 0.2,
     return X[train], y[train], X[val], y[val]
 
 
-def load_otto(rows: int | None = None, seed: int = 0, path: str | Path | None = None,
-              val_fraction: float = 0.2) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def load_otto(
+    rows: int | None = None, seed: int = 0, path: str | Path | None = None, val_fraction: float = 0.2
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Read `path` (a real train.csv) or a cached synthetic one of `rows` rows; return the split.
 
     Explained in notebooks/10_ffcv_otto.ipynb.

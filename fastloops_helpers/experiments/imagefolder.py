@@ -15,29 +15,33 @@ from torch.utils.data import DataLoader
 from .. import config, measure
 from ..data import memmap
 from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
-from ..load import transforms as T
+from ..load import transforms
 from ..load.batch_loader import BatchLoader
-from ..teach import tutorial_transforms as tut
+from ..teach import tutorial_transforms
 from . import BenchResult
 
 RESIZE, CROP = 256, 224  # the tutorial's sizes: train stores 256 x 256 and crops 224 per epoch
 SPLITS = ("train", "val")
-ONE_PROCESS = "memmap, one process"  # the tutorial's own memmap loader: one process, batched transforms
+ONE_PROCESS = "memmap, one process"  # the helpers' memmap loader: BatchLoader in one process, batched transforms
+TUTORIAL = "tutorial: tensorclass + Collate"  # the tutorial's memmap loader: DataLoader over its tensorclass
 
 
 def sample_transform(split: str) -> Any:
     """Return the per-sample pipeline of `split` (decode-side, for DataLoader + ImageFolder)."""
-    return T.TrainSampleTransform(RESIZE, CROP) if split == "train" else T.ValSampleTransform(RESIZE, CROP)
+    if split == "train":
+        return transforms.TrainSampleTransform(RESIZE, CROP)
+    return transforms.ValSampleTransform(RESIZE, CROP)
 
 
-def batch_transform(split: str, num_threads: int = 1) -> T.OnImages:
+def batch_transform(split: str, num_threads: int = 1) -> transforms.OnImages:
     """Return the batched transform of `split` for a loader: stored uint8 batch -> (normalised floats, labels).
 
     Train crops 224 at a random offset and flips half the images; val only normalises (its crop is stored).
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
     train = split == "train"
-    return T.OnImages(T.CropFlipNormalize(CROP if train else None, 0.5 if train else 0.0, num_threads=num_threads))
+    fused = transforms.CropFlipNormalize(CROP if train else None, 0.5 if train else 0.0, num_threads=num_threads)
+    return transforms.OnImages(fused)
 
 
 @dataclass
@@ -49,28 +53,39 @@ class Prepared:
     val: memmap.ImageData
 
 
-def prepare(backend: str = "tensordict", num_workers: int = 2) -> Prepared:
-    """Return the default synthetic ImageFolder and its train/val memmaps, writing what is missing."""
-    folder = synthetic_imagefolder()
+def prepare(folder: Path | None = None, backend: str = "tensordict", num_workers: int = 2) -> Prepared:
+    """Return the ImageFolder in `folder` and its train/val memmaps, writing what is missing.
+
+    Without a folder, the synthetic one of the active scale (`synthetic_imagefolder()`).
+    """
+    folder = synthetic_imagefolder() if folder is None else Path(folder)
     data = {}
     for split in SPLITS:
         tf = sample_transform(split)
         key = {"source": str(folder / split), "resize": RESIZE, "crop": CROP, "split": split}
         root = config.data_dir() / f"memmap-{folder.name}" / f"{split}-{backend}"
-        data[split] = memmap.precompute(ImageFolder(folder / split, transform=tf.precompute), root, backend,
-                                        key=key, num_workers=num_workers, desc=f"precompute {split}")
+        data[split] = memmap.precompute(
+            ImageFolder(folder / split, transform=tf.precompute),
+            root,
+            backend,
+            key=key,
+            num_workers=num_workers,
+            desc=f"precompute {split}",
+        )
     return Prepared(folder, data["train"], data["val"])
 
 
 def dataloader(folder: Path, split: str, batch_size: int, num_workers: int) -> DataLoader:
     """Return the baseline: DataLoader over ImageFolder with per-sample decoding and transforms."""
     ds = ImageFolder(folder / split, transform=sample_transform(split))
-    return DataLoader(ds, batch_size=batch_size, shuffle=split == "train", num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
+    return DataLoader(
+        ds, batch_size=batch_size, shuffle=split == "train", num_workers=num_workers, persistent_workers=num_workers > 0
+    )
 
 
-def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0,
-                  num_threads: int = 1) -> Any:
+def memmap_loader(
+    data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0, num_threads: int = 1
+) -> Any:
     """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers.
 
     The loader applies the batched transform to each whole batch; `num_threads` > 1 splits each batch's
@@ -79,31 +94,63 @@ def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_worke
     if num_workers == 0:
         # the tensorclass's fields as a dict: BatchLoader gathers them with np.take, or yields views in order
         fields = {"images": data.images, "labels": data.labels}
-        return BatchLoader(fields, batch_size, shuffle=split == "train", seed=0,
-                           transform=batch_transform(split, num_threads))
+        return BatchLoader(
+            fields, batch_size, shuffle=split == "train", seed=0, transform=batch_transform(split, num_threads)
+        )
     # each worker gathers a whole batch with one __getitems__ call and transforms it (collate_fn)
-    return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train",
-                      num_workers=num_workers, collate_fn=batch_transform(split), persistent_workers=True)
+    return DataLoader(
+        memmap.MemmapDataset(data),
+        batch_size=batch_size,
+        shuffle=split == "train",
+        num_workers=num_workers,
+        collate_fn=batch_transform(split),
+        persistent_workers=True,
+    )
+
+
+def tutorial_loader(data: memmap.ImageData, split: str, batch_size: int, device: torch.device | str = "cpu") -> Any:
+    """Return the tutorial's loader over a memmap: a DataLoader over its tensorclass, `Collate` per batch.
+
+    One process, as in the tutorial; the tensorclass gathers each batch with one indexing call. Train applies the
+    tutorial's normalise, gather crop and masked-fill flip; val only its normalisation, so that every loader of
+    the sweep yields the same normalised floats.
+    """
+    tensorclass = tutorial_transforms.ImageNetData(images=data.images, targets=data.labels, batch_size=[len(data)])  # type: ignore[arg-type, call-arg]
+    if split == "train":
+        transform = tutorial_transforms.tutorial_train_transform(CROP)
+    else:
+        transform = tutorial_transforms.InvAffine()  # type: ignore[assignment]
+    collate = tutorial_transforms.Collate(transform, device)
+    return DataLoader(tensorclass, batch_size=batch_size, shuffle=split == "train", collate_fn=collate)  # type: ignore[arg-type]
+
+
+def batch_images(batch: Any) -> int:
+    """Return how many images a loader's batch holds: an (images, labels) pair or a tensorclass batch."""
+    return len(batch[0]) if isinstance(batch, (tuple, list)) else len(batch)
 
 
 def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> dict[str, float]:
     """Time whole epochs of `loader`; return images/s from the median epoch and the epoch's median and p95 s.
 
-    The one definition of images/s in the project's image experiments. Explained in notebooks/09_precompute_memmap.ipynb.
+    The one definition of images/s in the project's image experiments.
+    Explained in notebooks/09_precompute_memmap.ipynb.
     """
     counted = []
 
     def epoch() -> None:
-        counted.append(sum(len(images) for images, _ in loader))
+        counted.append(sum(batch_images(batch) for batch in loader))
 
     seconds = measure.measure(epoch, repeat=repeat, warmup=warmup)
-    return {"images_per_s": counted[-1] / measure.median(seconds), "epoch_s": measure.median(seconds),
-            "epoch_s_p95": measure.p95(seconds)}
+    return {
+        "images_per_s": counted[-1] / measure.median(seconds),
+        "epoch_s": measure.median(seconds),
+        "epoch_s_p95": measure.p95(seconds),
+    }
 
 
 def configurations(workers: list[int]) -> list[tuple[str, int, int]]:
     """Return the sweep's (pipeline, num_workers, num_threads) configurations."""
-    configs = [("DataLoader + ImageFolder", w, 1) for w in workers] + [(ONE_PROCESS, 0, 1)]
+    configs = [("DataLoader + ImageFolder", w, 1) for w in workers] + [(TUTORIAL, 0, 1), (ONE_PROCESS, 0, 1)]
     configs += [("memmap + threads", 0, w) for w in workers if w > 1]
     return configs + [("memmap + DataLoader workers", w, 1) for w in workers if w > 0]
 
@@ -120,25 +167,49 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
             if pipeline.startswith("DataLoader"):
                 loader = dataloader(prep.folder, split, batch_size, w)
+            elif pipeline == TUTORIAL:
+                loader = tutorial_loader(getattr(prep, split), split, batch_size)
             else:
                 loader = memmap_loader(getattr(prep, split), split, batch_size, w, threads)
             timed = images_per_second(loader, repeat)
         del loader  # stop persistent workers before the next configuration
-        rows.append({"split": split, "pipeline": pipeline, "num_workers": w, "num_threads": threads,
-                     "batch_size": batch_size, **timed})
+        rows.append(
+            {
+                "split": split,
+                "pipeline": pipeline,
+                "num_workers": w,
+                "num_threads": threads,
+                "batch_size": batch_size,
+                **timed,
+            }
+        )
     return rows
 
 
 def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """Return best memmap over best DataLoader images/s per split, the one-process ratio, and the rates."""
+    """Return best memmap over best DataLoader images/s per split, the one-process ratios, and the rates."""
     figures = {}
     for split in [s for s in SPLITS if any(r["split"] == s for r in rows)]:
         part = [r for r in rows if r["split"] == split]
         base = max(r["images_per_s"] for r in part if r["pipeline"].startswith("DataLoader"))
         best = max(r["images_per_s"] for r in part if r["pipeline"].startswith("memmap"))
         one = next(r["images_per_s"] for r in part if r["pipeline"] == ONE_PROCESS)
-        figures.update({f"memmap_{split}_speedup": best / base, f"memmap_{split}_one_process_speedup": one / base,
-                        f"dataloader_{split}_images_per_s": base, f"memmap_{split}_images_per_s": best})
+        figures.update(
+            {
+                f"memmap_{split}_speedup": best / base,
+                f"memmap_{split}_one_process_speedup": one / base,
+                f"dataloader_{split}_images_per_s": base,
+                f"memmap_{split}_images_per_s": best,
+            }
+        )
+        tutorial = [r["images_per_s"] for r in part if r["pipeline"] == TUTORIAL]
+        if tutorial:
+            figures.update(
+                {
+                    f"tutorial_{split}_images_per_s": tutorial[0],
+                    f"memmap_{split}_one_process_over_tutorial": one / tutorial[0],
+                }
+            )
     return figures
 
 
@@ -152,14 +223,20 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
     paths = [p for p, _ in ds.samples[:n]]
     decoded = [ds.loader(p) for p in paths]
     size = (RESIZE, RESIZE) if split == "train" else RESIZE  # as the sample transform resizes
-    resized = [T.pil_resize(im, size) for im in decoded]
-    rest = (lambda im: T.normalize(T.random_crop(T.to_tensor(im), CROP, 0.5))) if split == "train" else \
-        (lambda im: T.normalize(T.center_crop(T.to_tensor(im), CROP)))
+    resized = [transforms.pil_resize(im, size) for im in decoded]
+
+    def rest(im: Any) -> torch.Tensor:  # to tensor, crop (and flip), normalise
+        x = transforms.to_tensor(im)
+        x = transforms.random_crop(x, CROP, 0.5) if split == "train" else transforms.center_crop(x, CROP)
+        return transforms.normalize(x)
+
     samples = [tf(im) for im in decoded[:batch_size]]
-    stages = {"open + decode": (lambda: [ds.loader(p) for p in paths], len(paths)),
-              "resize": (lambda: [T.pil_resize(im, size) for im in decoded], len(paths)),
-              "to tensor, crop, flip, normalise": (lambda: [rest(im) for im in resized], len(paths)),
-              "collate (stack the floats)": (lambda: torch.stack(samples), len(samples))}
+    stages = {
+        "open + decode": (lambda: [ds.loader(p) for p in paths], len(paths)),
+        "resize": (lambda: [transforms.pil_resize(im, size) for im in decoded], len(paths)),
+        "to tensor, crop, flip, normalise": (lambda: [rest(im) for im in resized], len(paths)),
+        "collate (stack the floats)": (lambda: torch.stack(samples), len(samples)),
+    }
     rows = []
     for stage, (fn, count) in stages.items():
         seconds = measure.measure(fn, repeat=repeat, warmup=2)
@@ -169,44 +246,65 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
     return table
 
 
-def transform_costs(images: torch.Tensor, repeat: int, num_threads: int | None = None) -> pd.DataFrame:
+def transform_costs(
+    images: torch.Tensor, repeat: int, num_threads: int | None = None, tutorial: torch.nn.Sequential | None = None
+) -> pd.DataFrame:
     """Time the tutorial's batched transforms beside the helpers' on one stored uint8 batch (interleaved).
 
-    Returns ms per image (median, p95) for each stage and for each whole train transform.
-    Explained in notebooks/09_precompute_memmap.ipynb.
+    `tutorial` is the tutorial's chain (normalise, crop, flip; default `tutorial_train_transform(CROP)`): each of
+    its three modules is also timed alone. Returns ms per image (median, p95) for each stage and for each whole
+    train transform. Explained in notebooks/09_precompute_memmap.ipynb.
     """
     threads = num_threads or len(os.sched_getaffinity(0))
-    n, floats = len(images), T.normalize(images)
-    cropped = T.random_crop(floats, CROP)
-    inv, crop_g, flip_m = tut.InvAffine(), tut.GatherRandomCrop(CROP, CROP), tut.MaskedFillHFlip()
-    whole = tut.tutorial_train_transform(CROP)
-    one, several = T.CropFlipNormalize(CROP, 0.5), T.CropFlipNormalize(CROP, 0.5, num_threads=threads)
-    fns = {("normalise", "tutorial: InvAffine"): lambda: inv(images),
-           ("normalise", "helpers: normalize"): lambda: T.normalize(images),
-           ("crop", "tutorial: RandomCrop by gather"): lambda: crop_g(floats),
-           ("crop", "helpers: random_crop"): lambda: T.random_crop(floats, CROP),
-           ("flip", "tutorial: RandomHFlip by masked_fill"): lambda: flip_m(cropped),
-           ("flip", "helpers: random_hflip"): lambda: T.random_hflip(cropped),
-           ("all three", "tutorial: InvAffine, RandomCrop, RandomHFlip"): lambda: whole(images),
-           ("all three", "helpers: CropFlipNormalize"): lambda: one(images),
-           ("all three", f"helpers: CropFlipNormalize, {threads} threads"): lambda: several(images)}
+    n, floats = len(images), transforms.normalize(images)
+    cropped = transforms.random_crop(floats, CROP)
+    whole = tutorial_transforms.tutorial_train_transform(CROP) if tutorial is None else tutorial
+    inv, crop_g, flip_m = whole[0], whole[1], whole[2]
+    one, several = transforms.CropFlipNormalize(CROP, 0.5), transforms.CropFlipNormalize(CROP, 0.5, num_threads=threads)
+    fns = {
+        ("normalise", "tutorial: InvAffine"): lambda: inv(images),
+        ("normalise", "helpers: normalize"): lambda: transforms.normalize(images),
+        ("crop", "tutorial: RandomCrop by gather"): lambda: crop_g(floats),
+        ("crop", "helpers: random_crop"): lambda: transforms.random_crop(floats, CROP),
+        ("flip", "tutorial: RandomHFlip by masked_fill"): lambda: flip_m(cropped),
+        ("flip", "helpers: random_hflip"): lambda: transforms.random_hflip(cropped),
+        ("all three", "tutorial: InvAffine, RandomCrop, RandomHFlip"): lambda: whole(images),
+        ("all three", "helpers: CropFlipNormalize"): lambda: one(images),
+        ("all three", f"helpers: CropFlipNormalize, {threads} threads"): lambda: several(images),
+    }
     samples = measure.interleaved({" | ".join(k): fn for k, fn in fns.items()}, repeat=repeat, warmup=1)
-    rows = [{"stage": stage, "transform": name, "ms_per_image": measure.median(samples[f"{stage} | {name}"]) / n * 1e3,
-             "p95_ms_per_image": measure.p95(samples[f"{stage} | {name}"]) / n * 1e3} for stage, name in fns]
+    rows = [
+        {
+            "stage": stage,
+            "transform": name,
+            "ms_per_image": measure.median(samples[f"{stage} | {name}"]) / n * 1e3,
+            "p95_ms_per_image": measure.p95(samples[f"{stage} | {name}"]) / n * 1e3,
+        }
+        for stage, name in fns
+    ]
     table = pd.DataFrame(rows)
     table.attrs["tutorial_over_helpers"] = measure.ratio(
-        samples, "all three | tutorial: InvAffine, RandomCrop, RandomHFlip", "all three | helpers: CropFlipNormalize")
+        samples, "all three | tutorial: InvAffine, RandomCrop, RandomHFlip", "all three | helpers: CropFlipNormalize"
+    )
     return table
 
 
-def run() -> BenchResult:
+def run(scale: str) -> BenchResult:
     """Measure both pipelines, train and val, over the scale's workers, and the batched transforms' costs."""
-    s = config.sizes("imagefolder")
+    s = config.sizes("imagefolder", scale)
     workers = list(s["workers"])
-    prep = prepare()
+    prep = prepare(synthetic_imagefolder(train=s["train"], val=s["val"], px=s["px"]))
     rows = [row for split in SPLITS for row in sweep(prep, split, workers, s["batch_size"], s["repeat"])]
-    costs = transform_costs(prep.train.images[:s["batch_size"]].clone(), repeat=max(3, s["repeat"]))
+    costs = transform_costs(prep.train.images[: s["batch_size"]].clone(), repeat=max(3, s["repeat"]))
     figures = {**speedups(rows), "tutorial_transform_over_helpers": costs.attrs["tutorial_over_helpers"]}
-    knobs = {"batch_size": s["batch_size"], "workers": workers, "train": s["train"], "val": s["val"],
-             "px": s["px"], "resize": RESIZE, "crop": CROP, "torch_threads": torch.get_num_threads()}
+    knobs = {
+        "batch_size": s["batch_size"],
+        "workers": workers,
+        "train": s["train"],
+        "val": s["val"],
+        "px": s["px"],
+        "resize": RESIZE,
+        "crop": CROP,
+        "torch_threads": torch.get_num_threads(),
+    }
     return BenchResult(rows + costs.to_dict("records"), figures, knobs=knobs, repeats=s["repeat"])

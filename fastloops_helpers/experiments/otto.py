@@ -11,17 +11,17 @@ import torch
 from torch import nn
 
 from .. import config, measure
-from ..data import ffcv_io, otto_csv as otto
+from ..data import ffcv_io, otto_csv
 from ..load.batch_loader import BatchLoader
 from ..load.move import move_to
 from ..models import MLP
-from .training import SKIP, Step, batch_times, table, train_step
 from . import BenchResult
+from .training import SKIP, Step, batch_times, table, train_step
 
-def prepare(rows: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """Load (or generate) Otto, split it, and write the training rows as `.beton` when ffcv is here."""
-    rows = config.size("otto.rows") if rows is None else rows
-    X, y, X_val, y_val = otto.load_otto(rows, seed=seed)
+
+def prepare(rows: int, seed: int = 0) -> dict[str, Any]:
+    """Load (or generate) `rows` rows of Otto, split them, and write the training rows as `.beton` when ffcv is here."""
+    X, y, X_val, y_val = otto_csv.load_otto(rows, seed=seed)
     beton = None
     if ffcv_io.have_ffcv():
         beton = config.data_dir() / f"otto-synthetic-{rows}-s{seed}" / "train.beton"
@@ -35,18 +35,32 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, se
     cuda = device.type == "cuda"
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="random",
-                                               device=device, seed=seed, drop_last=True)
+        loaders["FFCV"] = ffcv_io.table_loader(
+            data["beton"], batch_size, num_workers=1, order="random", device=device, seed=seed, drop_last=True
+        )
     loaders["DataLoader"] = torch.utils.data.DataLoader(
-        otto.OttoRows(data["X"], data["y"]), batch_size=batch_size, shuffle=True, num_workers=1,
-        pin_memory=cuda, drop_last=True, generator=torch.Generator().manual_seed(seed))
+        otto_csv.OttoRows(data["X"], data["y"]),
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=1,
+        pin_memory=cuda,
+        drop_last=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
     tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
     loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed)
     return loaders
 
 
-def compare(loaders: dict[str, Any], epochs: int, step_factory: Callable[[], Step] | None,
-            device: torch.device, desc: str = "", skip: int = SKIP, warmup: int = 1) -> dict[str, list[float]]:
+def compare(
+    loaders: dict[str, Any],
+    epochs: int,
+    step_factory: Callable[[], Step] | None,
+    device: torch.device,
+    desc: str = "",
+    skip: int = SKIP,
+    warmup: int = 1,
+) -> dict[str, list[float]]:
     """Warm each loader up for `warmup` epochs, then time `epochs` epochs of each, taking turns epoch by epoch.
 
     Taking turns spreads any change in the machine's load (other programs) over all loaders alike.
@@ -64,10 +78,12 @@ def compare(loaders: dict[str, Any], epochs: int, step_factory: Callable[[], Ste
 
 def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     """Return a factory of fresh MLP training steps (same initial weights each time), Adam lr 5e-4 as the seed."""
+
     def factory() -> Step:
         torch.manual_seed(seed)
-        model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+        model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
         return train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+
     return factory
 
 
@@ -75,12 +91,13 @@ def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
 SEED_SKIP = 11  # the seed times a batch only `if i > 10`: batches 0 to 10 of each epoch are left out
 
 
-def seed_protocol_data(data: dict[str, Any], rows: int | None = None, seed: int = 0) -> dict[str, Any]:
+def seed_protocol_data(data: dict[str, Any], rows: int) -> dict[str, Any]:
     """Return the first `rows` training rows (the seed's 39,601 at workshop and full) and their own `.beton`."""
-    rows = config.size("otto.seed_rows") if rows is None else rows
     if rows > len(data["X"]):
-        raise ValueError(f"the seed protocol wants {rows} rows but the training split has {len(data['X'])}: "
-                         "raise otto.rows in config.SIZES")
+        raise ValueError(
+            f"the seed protocol wants {rows} rows but the training split has {len(data['X'])}: "
+            "pass more rows to prepare() (otto.rows in the scale table)"
+        )
     X, y = np.array(data["X"][:rows]), np.array(data["y"][:rows])  # the split was shuffled: a random subset
     beton = None
     if data["beton"] is not None:
@@ -98,10 +115,12 @@ def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.d
     """
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="sequential",
-                                               device=device, drop_last=True)
-    loaders["DataLoader"] = torch.utils.data.DataLoader(otto.OttoRows(data["X"], data["y"]), batch_size=batch_size,
-                                                        num_workers=1, pin_memory=device.type == "cuda")
+        loaders["FFCV"] = ffcv_io.table_loader(
+            data["beton"], batch_size, num_workers=1, order="sequential", device=device, drop_last=True
+        )
+    loaders["DataLoader"] = torch.utils.data.DataLoader(
+        otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size, num_workers=1, pin_memory=device.type == "cuda"
+    )
     tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
     loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=False)
     return loaders
@@ -113,23 +132,22 @@ def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], St
 
     def factory() -> Step:
         torch.manual_seed(seed)
-        model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+        model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
             x, y = move_to((x, y), device, non_blocking=True)
             return loss_fn(model(x), y.flatten())  # autograd still records the graph, as in the seed
 
         return step
+
     return factory
 
 
-def seed_protocol(data: dict[str, Any], device: torch.device, batch_size: int | None = None,
-                  epochs: int | None = None, desc: str = "") -> dict[str, list[float]]:
-    """Time seed 003's Otto protocol: forward + loss per batch, no warm-up epoch, batches 0-10 of each epoch out."""
-    batch_size = config.size("otto.seed_batch_size") if batch_size is None else batch_size
-    epochs = config.size("otto.seed_epochs") if epochs is None else epochs
-    loaders = seed_protocol_loaders(data, batch_size, device)
-    return compare(loaders, epochs, forward_loss_factory(device), device, desc, skip=SEED_SKIP, warmup=0)
+def seed_protocol(
+    loaders: dict[str, Any], step_factory: Callable[[], Step], epochs: int, device: torch.device, desc: str = ""
+) -> dict[str, list[float]]:
+    """Time seed 003's Otto protocol: its step per batch, no warm-up epoch, batches 0-10 of each epoch left out."""
+    return compare(loaders, epochs, step_factory, device, desc, skip=SEED_SKIP, warmup=0)
 
 
 def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
@@ -157,20 +175,34 @@ def figures(load: pd.DataFrame, full: pd.DataFrame, seed: pd.DataFrame | None = 
     return out
 
 
-def run() -> BenchResult:
+def run(scale: str) -> BenchResult:
     """Measure load-only and full-step batch times of FFCV, DataLoader and the helpers, and seed 003's protocol."""
-    device, batch_size, epochs = config.device(), config.size("otto.batch_size"), config.size("otto.epochs")
-    data = prepare()
+    s, device = config.sizes("otto", scale), config.device()
+    batch_size, epochs = s["batch_size"], s["epochs"]
+    data = prepare(s["rows"])
     loaders = make_loaders(data, batch_size, device)
     load = table(compare(loaders, epochs, None, device, "load only", skip=0), batch_size)  # whole epochs
     full = table(compare(loaders, epochs, mlp_factory(device), device, "full step"), batch_size)
-    seed = seed_table(seed_protocol(seed_protocol_data(data), device, desc="seed 003 protocol"))
-    rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t.loc[name].items()}}
-            for phase, t in (("load", load), ("step", full), ("seed protocol", seed)) for name in t.index]
-    knobs = {"rows": len(data["X"]) + len(data["X_val"]), "train_rows": len(data["X"]),
-             "batch_size": batch_size, "epochs": epochs, "skip": SKIP, "device": str(device),
-             "ffcv": data["beton"] is not None, "threads": torch.get_num_threads(),
-             **{f"seed_{k}": config.size(f"otto.seed_{k}") for k in ("rows", "batch_size", "epochs")}}
+    seed_loaders = seed_protocol_loaders(seed_protocol_data(data, s["seed_rows"]), s["seed_batch_size"], device)
+    seed = seed_table(
+        seed_protocol(seed_loaders, forward_loss_factory(device), s["seed_epochs"], device, "seed 003 protocol")
+    )
+    rows = [
+        {"loader": name, "phase": phase, **{k: float(v) for k, v in t.loc[name].items()}}
+        for phase, t in (("load", load), ("step", full), ("seed protocol", seed))
+        for name in t.index
+    ]
+    knobs = {
+        "rows": len(data["X"]) + len(data["X_val"]),
+        "train_rows": len(data["X"]),
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "skip": SKIP,
+        "device": str(device),
+        "ffcv": data["beton"] is not None,
+        "threads": torch.get_num_threads(),
+        **{f"seed_{k}": s[f"seed_{k}"] for k in ("rows", "batch_size", "epochs")},
+    }
     return BenchResult(rows, figures(load, full, seed), knobs=knobs, repeats=epochs)
 
 
@@ -183,11 +215,12 @@ def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray, device: torch.devic
     return float((pred == y).mean())
 
 
-def train_and_evaluate(loader: Iterable[Any], data: dict[str, Any], epochs: int, device: torch.device,
-                       seed: int = 0) -> list[float]:
+def train_and_evaluate(
+    loader: Iterable[Any], data: dict[str, Any], epochs: int, device: torch.device, seed: int = 0
+) -> list[float]:
     """Train a fresh MLP (same initial weights for every loader) for `epochs`; return validation accuracy per epoch."""
     torch.manual_seed(seed)
-    model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
+    model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
     step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
     scores = []
     for _ in range(epochs):

@@ -1,19 +1,28 @@
-"""The tensordict tutorial's batched transforms (seed 004), rebuilt to be timed beside the helpers' own.
+"""The tensordict tutorial's batched transforms, tensorclass and collate (seed 004), rebuilt to be timed.
 
 The tutorial normalises with an affine module (`InvAffine`: subtract a location, divide by a scale), crops
 every image of a batch at its own offset with two `gather` calls on expanded index tensors, and flips a random
 half of the batch by adding two `masked_fill`ed copies, one of them mirrored. These are our implementations of
 that approach (the same operations in the same order), applied in the tutorial's order: normalise the uint8
 batch to float first, then crop and flip the float batch. The helpers' `CropFlipNormalize` does the same work
-in one pass per image. Explained in notebooks/09_precompute_memmap.ipynb.
+in one pass per image.
+
+Its data set is a tensorclass (`ImageNetData`) filled once from a Dataset into memory-mapped tensors, and its
+loader is a DataLoader over that tensorclass: each batch is gathered with one tensorclass indexing call and handed
+to `Collate`, an `nn.Module` that moves the batch to the device and applies the batched transform. The helpers'
+equivalents are `data.memmap` (ImageData, write_memmap, MemmapDataset) and `BatchLoader`.
+Explained in notebooks/09_precompute_memmap.ipynb.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
+from tensordict import MemoryMappedTensor, tensorclass
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 
 from ..load.transforms import IMAGENET_MEAN, IMAGENET_STD
 
@@ -46,7 +55,7 @@ class InvAffine(nn.Module):
         self.register_buffer("scale", torch.tensor(std).view(-1, 1, 1) * 255)
 
     def forward(self, x: Tensor) -> Tensor:
-        return inv_affine(x, self.loc, self.scale)
+        return inv_affine(x, self.loc, self.scale)  # type: ignore[arg-type]
 
 
 class GatherRandomCrop(nn.Module):
@@ -78,3 +87,47 @@ class MaskedFillHFlip(nn.Module):
 def tutorial_train_transform(crop: int, generator: torch.Generator | None = None) -> nn.Sequential:
     """Return the tutorial's train transform: normalise, then random crop, then random flip."""
     return nn.Sequential(InvAffine(), GatherRandomCrop(crop, crop, generator), MaskedFillHFlip(generator))
+
+
+@tensorclass
+class ImageNetData:
+    """The tutorial's tensorclass: uint8 images (N, C, H, W) and int64 targets (N,), indexable like a Dataset."""
+
+    images: Tensor
+    targets: Tensor
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, prefix: str | None = None, batch_size: int = 64, num_workers: int = 0) -> Any:
+        """Decode every (uint8 image, target) of `dataset` once into memory-mapped tensors; return them.
+
+        With `prefix` the tensors are files in that folder; without (the tutorial) they live in shared memory.
+        """
+        n, shape = len(dataset), dataset[0][0].squeeze().shape
+        data = cls(  # type: ignore[call-arg]
+            images=MemoryMappedTensor.empty((n, *shape), dtype=torch.uint8),
+            targets=MemoryMappedTensor.empty((n,), dtype=torch.int64),
+            batch_size=[n],
+        )
+        data.memmap_(prefix)  # type: ignore[attr-defined]  # locks it: every write below goes to the memory map
+        i = 0
+        for image, target in DataLoader(dataset, batch_size=batch_size, num_workers=num_workers):
+            data[i : i + len(image)] = cls(images=image, targets=target, batch_size=[len(image)])  # type: ignore[call-arg, index]
+            i += len(image)
+        return data
+
+
+class Collate(nn.Module):
+    """The tutorial's `collate_fn`: move the batch the tensorclass gathered to `device`, transform its images."""
+
+    def __init__(self, transform: nn.Module | None = None, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.transform = transform
+        self.device = torch.device(device) if device is not None else None
+
+    def __call__(self, x: ImageNetData) -> ImageNetData:
+        out = x.pin_memory() if self.device is not None and self.device.type == "cuda" else x  # type: ignore[attr-defined]
+        if self.device is not None:
+            out = out.to(self.device)  # type: ignore[union-attr]
+        if self.transform is not None:
+            out.images = self.transform(out.images)
+        return out

@@ -14,50 +14,61 @@
 # reads whole batches with one copy and applies the random crop, flip and normalisation to the batch at once.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # annotations stay text: the cells that show package code run as written
+
 import os
+import shutil
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.ticker import NullFormatter
+from tensordict import tensorclass
+from torch import Tensor, nn
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.data import memmap
-from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder
-from fastloops_helpers.experiments import imagefolder as exp
-from fastloops_helpers.load import transforms as T
+from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
+from fastloops_helpers.experiments import imagefolder
+from fastloops_helpers.load import transforms
+from fastloops_helpers.load.transforms import IMAGENET_MEAN, IMAGENET_STD
 from fastloops_helpers.measure import plots
+from fastloops_helpers.teach import tutorial_transforms
 
+RESIZE, CROP = imagefolder.RESIZE, imagefolder.CROP  # the tutorial's 256 -> 224: the shapes every store holds
+CORES = len(os.sched_getaffinity(0))  # cores this process may use: the ceiling for decoding workers
 print(config.describe())
 print(measure.hardware_line())
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-sizes = config.sizes("imagefolder")
-BATCH_SIZE = sizes["batch_size"]        # same for every loader; bigger amortises per-batch overhead
-WORKERS = list(sizes["workers"])        # num_workers swept for DataLoader; more than cores only adds switching
-REPEAT = sizes["repeat"]                # timed epochs per configuration, after one untimed warm-up epoch
-RESIZE, CROP = exp.RESIZE, exp.CROP     # the tutorial's 256 -> 224
-MEMORY_IMAGES = sizes["memory_images"]  # 256 x 256 images in the resident-memory experiment
-CORES = len(os.sched_getaffinity(0))    # cores this process may use: the ceiling for decoding workers
-print(f"batch_size={BATCH_SIZE}, workers={WORKERS}, repeat={REPEAT}, resize={RESIZE}, crop={CROP}, cores={CORES}")
+# %% slideshow={"slide_type": "subslide"} tags=["defaults", "nbval-ignore-output"]
+BATCH_SIZE = config.size("imagefolder.batch_size")       # same for every loader; bigger amortises per-batch overhead
+WORKERS = list(config.size("imagefolder.workers"))        # num_workers swept; more than cores only adds switching
+REPEAT = config.size("imagefolder.repeat")                # timed epochs per configuration, after one warm-up epoch
+TRAIN_IMAGES = config.size("imagefolder.train")           # train JPEGs (the tutorial's 244): more, longer epochs
+VAL_IMAGES = config.size("imagefolder.val")               # val JPEGs (the tutorial's 153)
+PX = config.size("imagefolder.px")                        # typical longer side of a JPEG: larger decodes slower
+MEMORY_IMAGES = config.size("imagefolder.memory_images")  # 256 x 256 images in the resident-memory experiment
+print(f"batch_size={BATCH_SIZE}, workers={WORKERS}, repeat={REPEAT}, {TRAIN_IMAGES} + {VAL_IMAGES} images "
+      f"of ~{PX} px, resize={RESIZE}, crop={CROP}, cores={CORES}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The data: an ants/bees image folder
 #
 # The tutorial uses the 244 train and 153 val JPEGs of the ants/bees subset of ImageNet. Nothing is downloaded
 # here: `synthetic_imagefolder()` writes a seeded stand-in with the same layout (`train/ants/*.jpg`, ...), the
-# same counts at the `workshop` and `full` scales, photo-like sizes around 500 px and textured content, so that
-# decoding costs about what a real photo costs. Any real image folder can replace it: `ImageFolder(path)` reads
-# one with Pillow and converts grayscale, CMYK, palette and transparent images to RGB, without torchvision.
+# counts and the typical size of the defaults block (the tutorial's counts and photo-like sizes around 500 px at
+# the `workshop` and `full` scales) and textured content, so that decoding costs about what a real photo costs.
+# Any real image folder can replace it: `ImageFolder(path)` reads one with Pillow and converts grayscale, CMYK,
+# palette and transparent images to RGB, without torchvision.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-folder = synthetic_imagefolder()
+folder = synthetic_imagefolder(train=TRAIN_IMAGES, val=VAL_IMAGES, px=PX)
 train_set, val_set = ImageFolder(folder / "train"), ImageFolder(folder / "val")
 print(f"{config.rel(folder)}: train {len(train_set)} images, val {len(val_set)} images")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("classes:", train_set.classes)
 print("every label is a class index:", set(train_set.targets) == {0, 1})
 
@@ -74,47 +85,255 @@ plt.show()
 # **Prediction.** One DataLoader process runs every stage of the per-sample pipeline for every image, one after
 # the other, so its rate is one over the sum of the stages' times per image. With a decode of $t_d$ and a resize
 # of $t_r$ alone it is $1 / (t_d + t_r)$: for example 2 ms + 2 ms = 4 ms per image, or 250 images/s. Workers run
-# the same work on several cores, so at most (cores x that rate). `exp.per_image_costs` times each stage on its
-# own, one image at a time, and prints the rate that each running total predicts: the first two rows are the
-# estimate from decode and resize alone, the last one adds the rest of the sample transform and the collate.
+# the same work on several cores, so at most (cores x that rate).
+#
+# The pipeline is the tutorial's, without torchvision: `ImageFolder.__getitem__` decodes one file with Pillow
+# (`pil_loader`) and hands the image to the sample transform, which resizes it, turns it into a uint8 tensor,
+# crops (and for train flips) it and normalises it. `precompute` is the deterministic part that a store can keep.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-costs = exp.per_image_costs(folder, "train", BATCH_SIZE)
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.jpeg_folder
+# runs in DataLoader worker processes, which import it from the package: the last line binds the package's code
+def pil_loader(path: str | Path) -> Image.Image:
+    """Decode an image file with Pillow and convert it to RGB (grayscale, CMYK, palette and alpha too)."""
+    with Image.open(path) as img:
+        if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
+            # composite on white, as a viewer would, instead of letting transparent pixels turn black
+            rgba = img.convert("RGBA")
+            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+            return Image.alpha_composite(white, rgba).convert("RGB")
+        return img.convert("RGB")
+
+
+class ImageFolder(torch.utils.data.Dataset):
+    """Read `root/<class>/<image>` as (image, label) pairs, like torchvision's ImageFolder without torchvision."""
+
+    def __init__(self, root: str | Path, transform: Callable[[Any], Any] | None = None,
+                 loader: Callable[[str], Any] = pil_loader) -> None:
+        self.root = Path(root)
+        self.classes = find_classes(self.root)
+        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
+        self.samples = make_samples(self.root, self.classes)
+        self.targets = [label for _, label in self.samples]
+        self.transform = transform
+        self.loader = loader
+
+    def __len__(self) -> int:
+        return len(self.samples)
+
+    def __getitem__(self, index: int) -> tuple[Any, int]:
+        path, label = self.samples[index]
+        image = self.loader(path)
+        if self.transform is not None:
+            image = self.transform(image)
+        return image, label
+
+    def __repr__(self) -> str:
+        return f"ImageFolder(root={str(self.root)!r}, {len(self)} images, classes={self.classes})"
+
+
+from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader  # the package's, which the workers import
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.transforms
+# runs in DataLoader worker processes, on each decoded image (the notebook uses `transforms.TrainSampleTransform`)
+class TrainSampleTransform:
+    """One PIL image -> resize to (resize, resize), random crop, random flip, normalise (float CHW)."""
+
+    def __init__(self, resize: int = 256, crop: int = 224, hflip_p: float = 0.5,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+        self.resize, self.crop, self.hflip_p, self.mean, self.std = resize, crop, hflip_p, mean, std
+
+    def __call__(self, img: Image.Image) -> Tensor:
+        return normalize(random_crop(self.precompute(img), self.crop, self.hflip_p), self.mean, self.std)
+
+    def precompute(self, img: Image.Image) -> Tensor:
+        """Return the deterministic part (resize to a fixed square) as uint8: what a memmap can store."""
+        return to_tensor(pil_resize(img, (self.resize, self.resize)))
+
+
+class ValSampleTransform:
+    """One PIL image -> resize the shorter side, center crop, normalise (float CHW)."""
+
+    def __init__(self, resize: int = 256, crop: int = 224,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+        self.resize, self.crop, self.mean, self.std = resize, crop, mean, std
+
+    def __call__(self, img: Image.Image) -> Tensor:
+        return normalize(self.precompute(img), self.mean, self.std)
+
+    def precompute(self, img: Image.Image) -> Tensor:
+        """Return the deterministic part (resize + center crop) as uint8: what a memmap can store."""
+        return center_crop(to_tensor(pil_resize(img, self.resize)), self.crop)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `imagefolder.per_image_costs` times each stage on its own, one image at a time, and prints the rate that each
+# running total predicts: the first two rows are the estimate from decode and resize alone, the last one adds
+# the rest of the sample transform and the collate.
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+costs = imagefolder.per_image_costs(folder, "train", BATCH_SIZE)
 predicted_decode_resize = costs["predicted_images_per_s"].iloc[1]
 predicted_all_stages = costs["predicted_images_per_s"].iloc[-1]
 costs.round(3)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Precompute once: three ways to memory-map
+# ## Precompute once: the tutorial's tensorclass and three memory-mapped stores
 #
 # The deterministic part of each pipeline runs once and its uint8 result is written to disk:
 # train images resized to 256 x 256 (the random crop must stay random, so it happens later), val images resized
-# and center-cropped to 224 x 224, ready to use. Seed 002 names two stores, numpy's `memmap` and a torch storage
-# mapped from a file; seed 004 uses tensordict's `MemoryMappedTensor` inside a tensorclass. `memmap.write_memmap`
-# writes any of the three (with a progress bar) and a small JSON file that says what the files hold;
-# `memmap.load_memmap` maps them back without reading them.
+# and center-cropped to 224 x 224, ready to use. Seed 004 does it with a tensorclass, a dataclass of tensors that
+# indexes like one tensor: `from_dataset` allocates memory-mapped tensors of the full size, locks them with
+# `memmap_()` and fills them batch by batch from a DataLoader over the decoding dataset.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.tutorial_transforms
+# a DataLoader pickles the tensorclass into its worker processes, which import it from the package
+@tensorclass
+class ImageNetData:
+    """The tutorial's tensorclass: uint8 images (N, C, H, W) and int64 targets (N,), indexable like a Dataset."""
+
+    images: Tensor
+    targets: Tensor
+
+    @classmethod
+    def from_dataset(cls, dataset: Any, prefix: str | None = None, batch_size: int = 64, num_workers: int = 0) -> Any:
+        """Decode every (uint8 image, target) of `dataset` once into memory-mapped tensors; return them."""
+        n, shape = len(dataset), dataset[0][0].squeeze().shape
+        data = cls(images=MemoryMappedTensor.empty((n, *shape), dtype=torch.uint8),
+                   targets=MemoryMappedTensor.empty((n,), dtype=torch.int64), batch_size=[n])
+        data.memmap_(prefix)  # locks the tensorclass: every write below goes to the memory map
+        i = 0
+        for image, target in DataLoader(dataset, batch_size=batch_size, num_workers=num_workers):
+            data[i:i + len(image)] = cls(images=image, targets=target, batch_size=[len(image)])
+            i += len(image)
+        return data
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The tutorial passes no folder to `memmap_()`, so its tensors live in shared memory and vanish with the process;
+# here `prefix` puts them in a folder so that they can be reloaded. Seed 002 names two more stores, numpy's
+# `memmap` and a torch storage mapped from a file. `memmap.write_memmap` writes any of the three (tensordict
+# through the helpers' own tensorclass, `ImageData`) and, last, a small JSON file that says what the files hold;
+# `memmap.load_memmap` maps them back without reading them and refuses files that do not match that JSON.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.memmap
+# the writer decodes in DataLoader worker processes; the stores it writes are what every later loader maps
+@tensorclass
+class ImageData:
+    """A batch or a whole data set of uint8 images (N, C, H, W) and int64 labels (N,)."""
+
+    images: Tensor
+    labels: Tensor
+
+
+def _create_tensordict(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
+    # an expanded zero template costs no memory; memmap_like turns it into empty files of the full size
+    template = ImageData(images=torch.zeros((1, *shape), dtype=torch.uint8).expand(n, *shape),
+                         labels=torch.zeros(1, dtype=torch.int64).expand(n), batch_size=[n])
+    data = template.memmap_like(prefix=str(root))
+    return data.images, data.labels, lambda: None
+
+
+def write_memmap(dataset: Any, root: str | Path, backend: str = "tensordict", batch_size: int = 32,
+                 num_workers: int = 0, key: Mapping[str, Any] | None = None, desc: str = "") -> ImageData:
+    """Write every (uint8 image tensor, label) of `dataset` to memory-mapped files under `root`; return them mapped."""
+    _check_backend(backend)
+    n = len(dataset)
+    if n == 0:
+        raise ValueError("the dataset is empty: nothing to write")
+    first, _ = dataset[0]
+    if not isinstance(first, Tensor) or first.dtype != torch.uint8:
+        raise TypeError(f"dataset items must be (uint8 tensor, label); got a {type(first).__name__} "
+                        f"{getattr(first, 'dtype', '')}: give the dataset a transform that returns uint8 tensors")
+    shape = tuple(first.shape)
+    root = _writable(Path(root))
+    with staged(root) as tmp:  # the previous complete copy stays loadable until this one is whole
+        tmp.mkdir()
+        _fill(dataset, tmp, backend, shape, batch_size, num_workers, desc or f"writing {backend} memmap")
+        meta = {"backend": backend, "n": n, "shape": list(shape), "key": dict(key or {})}
+        (tmp / META).write_text(json.dumps(meta, indent=1))  # the marker last
+    return load_memmap(root)
+
+
+def _fill(dataset: Any, folder: Path, backend: str, shape: tuple[int, ...], batch_size: int,
+          num_workers: int, desc: str) -> None:
+    n = len(dataset)
+    images, labels, flush = _CREATE[backend](folder, n, shape)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
+    start = 0
+    with progress(None, desc=desc, total=n) as bar:
+        for x, y in loader:
+            if tuple(x.shape[1:]) != shape:
+                raise ValueError(f"image {start} has shape {tuple(x.shape[1:])}, the first had {shape}: "
+                                 f"every image must have the same size (resize or crop in the transform)")
+            images[start:start + len(x)] = x
+            labels[start:start + len(x)] = y
+            start += len(x)
+            bar.update(len(x))
+    flush()
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.memmap
+# the reader: DataLoader worker processes map the same files again (the page cache is shared)
+def load_memmap(root: str | Path) -> ImageData:
+    """Map the data set in `root` (any backend) without reading it: pages load when a batch touches them."""
+    root = Path(root)
+    meta = read_meta(root)
+    _check_files(root, meta)
+    n, shape, backend = meta["n"], tuple(meta["shape"]), meta["backend"]
+    if backend == "tensordict":
+        data = ImageData.load_memmap(str(root))
+        if tuple(data.images.shape) != (n, *shape):
+            raise ValueError(f"tensordict metadata in {str(root)!r} says {tuple(data.images.shape)}, "
+                             f"{META} says {(n, *shape)}: write the data set again")
+        return data
+    if backend == "numpy":
+        # mode "c" (copy-on-write) gives torch a writable view; nothing is ever written back to the file
+        images = torch.from_numpy(np.memmap(root / FILES[backend][0], np.uint8, mode="c", shape=(n, *shape)))
+        labels = torch.from_numpy(np.memmap(root / FILES[backend][1], np.int64, mode="c", shape=(n,)))
+    else:
+        images = torch.from_file(str(root / FILES[backend][0]), shared=False, size=n * math.prod(shape),
+                                 dtype=torch.uint8).view(n, *shape)
+        labels = torch.from_file(str(root / FILES[backend][1]), shared=False, size=n, dtype=torch.int64)
+    return ImageData(images=images, labels=labels, batch_size=[n])
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The tutorial's writer and the helpers' three stores, each writing the val split once and mapping it back:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-val_pre = ImageFolder(folder / "val", transform=T.ValSampleTransform(RESIZE, CROP).precompute)
+val_pre = ImageFolder(folder / "val", transform=transforms.ValSampleTransform(RESIZE, CROP).precompute)
+demo = config.data_dir() / f"memmap-{folder.name}"
 stores, written = {}, []
 for backend in memmap.BACKENDS:
-    root = config.data_dir() / f"memmap-{folder.name}" / f"val-demo-{backend}"
+    root = demo / f"val-demo-{backend}"
     with measure.Timer() as t:
         stores[backend] = memmap.write_memmap(val_pre, root, backend=backend, num_workers=min(2, CORES))
     with measure.Timer() as t_load:
         memmap.load_memmap(root)
-    written.append({"backend": backend, "MiB on disk": memmap.nbytes(root) / 2**20,
+    written.append({"store": f"helpers: {backend}", "MiB on disk": memmap.nbytes(root) / 2**20,
                     "write s (one-off)": t.seconds, "reload ms": t_load.seconds * 1e3})
+shutil.rmtree(demo / "val-demo-tutorial", ignore_errors=True)  # memmap_() wants a new folder
+with measure.Timer() as t:
+    stores["tutorial"] = tutorial_transforms.ImageNetData.from_dataset(
+        val_pre, str(demo / "val-demo-tutorial"), num_workers=min(2, CORES))
+with measure.Timer() as t_load:
+    tutorial_transforms.ImageNetData.load_memmap(str(demo / "val-demo-tutorial"))
+written.append({"store": "tutorial: ImageNetData.from_dataset", "write s (one-off)": t.seconds,
+                "MiB on disk": sum(f.stat().st_size for f in (demo / "val-demo-tutorial").rglob("*.memmap")) / 2**20,
+                "reload ms": t_load.seconds * 1e3})
 pd.DataFrame(written).round(2)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Writing costs one decode of every image (the one-off price, timed separately); reloading only maps the files,
-# so it reads nothing whatever their size (the table shows both). All three stores hold the same bytes:
+# so it reads nothing whatever their size (the table shows both). All four stores hold the same bytes:
 
 # %% slideshow={"slide_type": "-"}
 same = all(torch.equal(stores["numpy"].images, stores[b].images) and
            torch.equal(stores["numpy"].labels, stores[b].labels) for b in memmap.BACKENDS)
-print("numpy memmap, torch storage and tensordict hold the same images and labels:", same)
+same = same and torch.equal(stores["numpy"].images, stores["tutorial"].images) and \
+    torch.equal(stores["numpy"].labels, stores["tutorial"].targets)
+print("numpy memmap, torch storage, tensordict and the tutorial's tensorclass hold the same images and labels:", same)
 print("type of the tensordict images:", type(stores["tensordict"].images).__name__)
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -136,32 +355,154 @@ except ValueError as err:
 shutil.rmtree(broken)
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# The experiments use the tensordict store for train and val (`exp.prepare()`, reused from the data folder when
-# it is already there).
+# The experiments use the helpers' tensordict store for train and val (`imagefolder.prepare(folder)`, reused from
+# the data folder when it is already there).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-prep = exp.prepare(num_workers=min(2, CORES))
+prep = imagefolder.prepare(folder, num_workers=min(2, CORES))
 print("train:", tuple(prep.train.images.shape), prep.train.images.dtype)
 print("val:  ", tuple(prep.val.images.shape), prep.val.images.dtype)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Batched transforms
 #
-# The loader applies one batched transform to each whole uint8 batch: `BatchLoader(..., transform=fn)`.
-# For train, `exp.batch_transform("train")` crops every image at its own random offset, flips each with
-# probability 1/2 and normalises, in one pass per image (`transforms.CropFlipNormalize`); it draws the offsets
-# and flips of the whole batch in one call, in the order `transforms.random_crop` draws them, so a per-sample
-# loop with the same draws gives the same tensor:
+# Each epoch applies the random part of the augmentation to whole uint8 batches read from the store. The
+# tensordict tutorial writes three batched modules for it: `InvAffine` (subtract a location, divide by a scale,
+# turning the uint8 batch into floats), `RandomCrop` (two `gather` calls with expanded index tensors, rows then
+# columns) and `RandomHFlip` (two `masked_fill`ed copies, one mirrored, added). The two cells below rebuild them
+# (the package keeps the same code in `teach/tutorial_transforms.py`, under names that do not clash with the
+# helpers' `RandomCrop`).
 
 # %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.tutorial_transforms
+def inv_affine(x: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
+    """Return (x - loc) / scale: two full passes over the batch, the second over floats."""
+    return (x - loc) / scale
+
+
+def gather_crop(x: Tensor, tops: Tensor, lefts: Tensor, height: int, width: int) -> Tensor:
+    """Crop each image at (top, left) with a gather over rows, then one over columns (index tensors expanded)."""
+    n, c, _, w = x.shape
+    rows = (tops.view(n, 1) + torch.arange(height, device=x.device)).view(n, 1, height, 1).expand(n, c, height, w)
+    cols = (lefts.view(n, 1) + torch.arange(width, device=x.device)).view(n, 1, 1, width).expand(n, c, height, width)
+    return x.gather(-2, rows).gather(-1, cols)
+
+
+def masked_fill_flip(x: Tensor, flips: Tensor) -> Tensor:
+    """Mirror the images where `flips` is True: keep the others, add a mirrored copy of the flipped ones."""
+    mask = flips.view(-1, 1, 1, 1).expand_as(x)
+    return x.masked_fill(mask, 0) + x.masked_fill(~mask, 0).flip(-1)
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.tutorial_transforms
+class InvAffine(nn.Module):
+    """The tutorial's normaliser: (x - 255 mean) / (255 std) for uint8 input."""
+
+    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+        super().__init__()
+        self.register_buffer("loc", torch.tensor(mean).view(-1, 1, 1) * 255)
+        self.register_buffer("scale", torch.tensor(std).view(-1, 1, 1) * 255)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return inv_affine(x, self.loc, self.scale)
+
+
+class GatherRandomCrop(nn.Module):
+    """The tutorial's crop: offsets drawn in [0, H - height) (the last offset is never drawn), two gathers."""
+
+    def __init__(self, height: int, width: int, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.height, self.width, self.generator = height, width, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        n, h, w = x.shape[0], x.shape[-2], x.shape[-1]
+        tops = torch.randint(h - self.height, (n,), generator=self.generator).to(x.device)
+        lefts = torch.randint(w - self.width, (n,), generator=self.generator).to(x.device)
+        return gather_crop(x, tops, lefts, self.height, self.width)
+
+
+class MaskedFillHFlip(nn.Module):
+    """The tutorial's flip: a Bernoulli(1/2) draw per image, applied with two masked_fills and one flip."""
+
+    def __init__(self, generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        self.generator = generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        flips = torch.rand(x.shape[0], generator=self.generator) < 0.5
+        return masked_fill_flip(x, flips.to(x.device))
+
+
+def tutorial_train_transform(crop: int, generator: torch.Generator | None = None) -> nn.Sequential:
+    """Return the tutorial's train transform: normalise, then random crop, then random flip."""
+    return nn.Sequential(InvAffine(), GatherRandomCrop(crop, crop, generator), MaskedFillHFlip(generator))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The helpers fuse the three into one pass per image. A loader applies one batched transform to each whole uint8
+# batch: `BatchLoader(..., transform=fn)`. For train, `imagefolder.batch_transform("train")` crops every image at
+# its own random offset, flips each with probability 1/2 and normalises (`transforms.CropFlipNormalize`). It draws
+# the offsets and flips of the whole batch in one call; on a CPU, `_numpy` then scales each image's window straight
+# into the float output (numpy, one image at a time, so the output is still in cache for the shift), over
+# `num_threads` threads (numpy releases the GIL); on a GPU it is two gathers and one normalisation.
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.transforms
+# the collate of the memmap + DataLoader workers pipeline runs it in worker processes (the notebook uses `transforms.`)
+class CropFlipNormalize(nn.Module):
+    """Random crop + random flip + normalise a uint8 batch in one pass per image, over `num_threads` threads."""
+
+    def __init__(self, crop: int | None = None, hflip_p: float = 0.0, mean: Sequence[float] = IMAGENET_MEAN,
+                 std: Sequence[float] = IMAGENET_STD, num_threads: int = 1,
+                 generator: torch.Generator | None = None) -> None:
+        super().__init__()
+        if num_threads < 1:
+            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
+        self.crop, self.hflip_p, self.mean, self.std = crop, hflip_p, tuple(mean), tuple(std)
+        self.num_threads, self.generator = num_threads, generator
+
+    def forward(self, x: Tensor) -> Tensor:
+        _check_image(x)
+        if x.dim() == 3:
+            return self.forward(x.unsqueeze(0))[0]
+        n, _, h, w = x.shape
+        size = self.crop if self.crop is not None else None
+        tops, lefts = crop_offsets(n, h, w, size, self.generator) if size else (torch.zeros(n, dtype=torch.long),) * 2
+        flips = torch.rand(n, generator=self.generator) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
+        if x.device.type != "cpu" or x.dtype not in _NUMPY_OK:
+            cropped = crop(x, tops, lefts, size, flips) if size else torch.where(flips.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
+            return normalize(cropped, self.mean, self.std)
+        return self._numpy(x, tops.tolist(), lefts.tolist(), flips.tolist(), size or h, size or w)
+
+    def _numpy(self, x: Tensor, tops: list, lefts: list, flips: list, sh: int, sw: int) -> Tensor:
+        mul, add = _affine(self.mean, self.std, 255.0 if x.dtype == torch.uint8 else 1.0, torch.float32, x.device)
+        src, m, a = x.numpy(), mul.numpy(), add.numpy()
+        out = np.empty((len(src), src.shape[1], sh, sw), dtype=np.float32)
+
+        def work(lo: int, hi: int) -> None:
+            for i in range(lo, hi):
+                window = src[i, :, tops[i]:tops[i] + sh, lefts[i]:lefts[i] + sw]
+                _scale_shift(window[..., ::-1] if flips[i] else window, m, a, out[i])
+
+        bounds = np.linspace(0, len(src), min(self.num_threads, len(src)) + 1).astype(int).tolist()
+        if len(bounds) <= 2:
+            work(0, len(src))
+        else:
+            list(_pool(self.num_threads).map(work, bounds[:-1], bounds[1:]))
+        return torch.from_numpy(out)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The draws come in the order `transforms.random_crop` makes them, so a per-sample loop with the same draws gives
+# the same tensor:
+
+# %% slideshow={"slide_type": "-"}
 batch = prep.train.images[:8].clone()
-out = T.CropFlipNormalize(CROP, 0.5, generator=torch.Generator().manual_seed(0))(batch)
+out = transforms.CropFlipNormalize(CROP, 0.5, generator=torch.Generator().manual_seed(0))(batch)
 g = torch.Generator().manual_seed(0)
-tops, lefts = T.crop_offsets(8, RESIZE, RESIZE, CROP, g)
+tops, lefts = transforms.crop_offsets(8, RESIZE, RESIZE, CROP, g)
 flips = torch.rand(8, generator=g) < 0.5
 for i in range(8):
     window = batch[i, :, tops[i]:tops[i] + CROP, lefts[i]:lefts[i] + CROP]
-    assert torch.equal(out[i], T.normalize(window.flip(-1) if flips[i] else window))
+    assert torch.equal(out[i], transforms.normalize(window.flip(-1) if flips[i] else window))
 print("batched crop + flip + normalise == per-sample loop:", True, "| output", tuple(out.shape), out.dtype)
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -172,10 +513,10 @@ print("batched crop + flip + normalise == per-sample loop:", True, "| output", t
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stored = prep.train.images[:BATCH_SIZE].clone()
-floats = T.normalize(stored[..., :CROP, :CROP]).numpy()
+floats = transforms.normalize(stored[..., :CROP, :CROP]).numpy()
 copy_to = np.empty_like(floats)  # numpy's copy runs on one thread, as the fused transform does
 copy_s = measure.median(measure.measure(lambda: np.copyto(copy_to, floats), repeat=7)) / BATCH_SIZE
-fused = T.CropFlipNormalize(CROP, 0.5)
+fused = transforms.CropFlipNormalize(CROP, 0.5)
 fused_s = measure.median(measure.measure(lambda: fused(stored), repeat=7)) / BATCH_SIZE
 measure.show("copy one image's float crop", copy_s)
 measure.show("crop + flip + normalise one image (batched)", fused_s)
@@ -194,11 +535,6 @@ print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The tutorial's batched transforms beside the helpers'
 #
-# The tensordict tutorial writes three batched modules: `InvAffine` (subtract a location, divide by a scale,
-# turning the uint8 batch into floats), `RandomCrop` (two `gather` calls with expanded index tensors, rows then
-# columns) and `RandomHFlip` (two `masked_fill`ed copies, one mirrored, added). `teach/tutorial_transforms.py`
-# rebuilds that approach; the helpers fuse the three into one pass per image.
-#
 # **Prediction.** Count the bytes each chain writes per image. The tutorial normalises the whole 256 x 256 image
 # first, in two float passes: 196,608 x 4 B x 2 = 1.57 MB; the row gather writes 224 x 256 x 3 x 4 B = 688 KB,
 # the column gather 602 KB; the flip writes two filled copies, a mirrored one and their sum: 4 x 602 KB = 2.41 MB.
@@ -206,8 +542,12 @@ print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 
 # tutorial's takes about 9x as long; torch spreads each of its operations over the cores' threads, which narrows
 # the gap on a machine with several cores.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# `imagefolder.transform_costs` times the chain built by `tutorial_train_transform` above, stage by stage and
+# whole, beside the helpers' functions, on the same stored batch:
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-transforms_table = exp.transform_costs(stored, repeat=max(5, REPEAT))
+transforms_table = imagefolder.transform_costs(stored, repeat=max(5, REPEAT), tutorial=tutorial_train_transform(CROP))
 tutorial_over_helpers = transforms_table.attrs["tutorial_over_helpers"]
 transforms_table.round(4)
 
@@ -226,17 +566,128 @@ print(f"predicted tutorial / helpers time per image ~{predicted_ratio:.1f}x (byt
 # (`transforms.crop` on a CUDA tensor).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## Train: DataLoader + ImageFolder vs the memmap loader
+# ## Train: DataLoader + ImageFolder vs the memmap loaders
 #
-# Three pipelines, all producing the same kind of float batches (random 224 crop of the 256 x 256 resize, random
+# Four pipelines, all producing the same kind of float batches (random 224 crop of the 256 x 256 resize, random
 # flip, normalised): (1) DataLoader over the ImageFolder, per-sample decode and transforms, at several
-# `num_workers`; (2) `BatchLoader` over the memory-mapped tensorclass's fields with the batched transform, in one
-# process, its transform on one thread or split over a few (numpy releases the GIL, so threads use several cores
-# without new processes); (3) DataLoader workers that each gather a whole batch from the memmap (one
-# `__getitems__` call) and transform it in their `collate_fn`.
+# `num_workers`; (2) the tutorial's loader: a DataLoader over its tensorclass in one process, which gathers each
+# batch with one tensorclass indexing call and hands it to its `Collate` module, which applies the batched
+# transforms; (3) the helpers' `BatchLoader` over the memory-mapped fields with the fused transform, in one
+# process, on one thread or split over a few (numpy releases the GIL, so threads use several cores without new
+# processes); (4) DataLoader workers that each gather a whole batch from the memmap (one `__getitems__` call)
+# and transform it in their `collate_fn`.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-train_rows = exp.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT)
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.teach.tutorial_transforms
+# DataLoader calls it on every batch, in its worker processes when it has some: they import it from the package
+class Collate(nn.Module):
+    """The tutorial's `collate_fn`: take the batch the tensorclass gathered, move it to `device`, transform its images."""
+
+    def __init__(self, transform: nn.Module | None = None, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.transform = transform
+        self.device = torch.device(device) if device is not None else None
+
+    def __call__(self, x: ImageNetData) -> ImageNetData:
+        out = x.pin_memory() if self.device is not None and self.device.type == "cuda" else x
+        if self.device is not None:
+            out = out.to(self.device)
+        if self.transform is not None:
+            out.images = self.transform(out.images)
+        return out
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.memmap
+# runs in DataLoader worker processes: each gathers a whole batch with one call
+class MemmapDataset(torch.utils.data.Dataset):
+    """A map-style Dataset over an ImageData whose `__getitems__` gathers a whole batch with one fast call."""
+
+    def __init__(self, data: ImageData) -> None:
+        self.fields = {"images": data.images, "labels": data.labels}
+
+    def __len__(self) -> int:
+        return len(self.fields["labels"])
+
+    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
+        return self.fields["images"][index], self.fields["labels"][index]
+
+    def __getitems__(self, indices: list[int]) -> ImageData:
+        index = torch.as_tensor(indices)
+        batch = rows.take(self.fields, index)
+        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.load.transforms
+# the collate of the memmap + DataLoader workers pipeline: it runs in the worker processes
+class OnImages(nn.Module):
+    """Apply a batched image transform to a batch's images and return `(images, labels)`."""
+
+    def __init__(self, transform: Callable[[Tensor], Tensor]) -> None:
+        super().__init__()
+        self.transform = transform
+
+    def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
+        if isinstance(batch, Mapping):
+            images, labels = batch["images"], batch["labels"]
+        elif isinstance(batch, (tuple, list)):
+            images, labels = batch
+        else:
+            images, labels = batch.images, batch.labels
+        return self.transform(images), labels
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.imagefolder
+# the sweep builds every loader with these; their datasets and collates run in DataLoader worker processes
+def sample_transform(split: str) -> Any:
+    """Return the per-sample pipeline of `split` (decode-side, for DataLoader + ImageFolder)."""
+    if split == "train":
+        return transforms.TrainSampleTransform(RESIZE, CROP)
+    return transforms.ValSampleTransform(RESIZE, CROP)
+
+
+def dataloader(folder: Path, split: str, batch_size: int, num_workers: int) -> DataLoader:
+    """Return the baseline: DataLoader over ImageFolder with per-sample decoding and transforms."""
+    ds = ImageFolder(folder / split, transform=sample_transform(split))
+    return DataLoader(ds, batch_size=batch_size, shuffle=split == "train", num_workers=num_workers,
+                      persistent_workers=num_workers > 0)
+
+
+def tutorial_loader(data: memmap.ImageData, split: str, batch_size: int, device: torch.device | str = "cpu") -> Any:
+    """Return the tutorial's loader over a memmap: a DataLoader over its tensorclass, `Collate` per batch."""
+    tensorclass = tutorial_transforms.ImageNetData(images=data.images, targets=data.labels, batch_size=[len(data)])
+    if split == "train":
+        transform = tutorial_transforms.tutorial_train_transform(CROP)
+    else:
+        transform = tutorial_transforms.InvAffine()
+    collate = tutorial_transforms.Collate(transform, device)
+    return DataLoader(tensorclass, batch_size=batch_size, shuffle=split == "train", collate_fn=collate)
+
+
+def batch_transform(split: str, num_threads: int = 1) -> transforms.OnImages:
+    """Return the batched transform of `split` for a loader: stored uint8 batch -> (normalised floats, labels)."""
+    train = split == "train"
+    fused = transforms.CropFlipNormalize(CROP if train else None, 0.5 if train else 0.0, num_threads=num_threads)
+    return transforms.OnImages(fused)
+
+
+def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0,
+                  num_threads: int = 1) -> Any:
+    """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers."""
+    if num_workers == 0:
+        # the tensorclass's fields as a dict: BatchLoader gathers them with np.take, or yields views in order
+        fields = {"images": data.images, "labels": data.labels}
+        return BatchLoader(fields, batch_size, shuffle=split == "train", seed=0,
+                           transform=batch_transform(split, num_threads))
+    # each worker gathers a whole batch with one __getitems__ call and transforms it (collate_fn)
+    return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train",
+                      num_workers=num_workers, collate_fn=batch_transform(split), persistent_workers=True)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `imagefolder.sweep` builds each configuration with these functions, runs one untimed epoch, then times
+# `REPEAT` whole epochs (`imagefolder.images_per_second`):
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+train_rows = imagefolder.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT)
 train_table = pd.DataFrame(train_rows)
 train_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
@@ -262,7 +713,7 @@ def rate_plot(table, title, name, log=False):
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 train_table = rate_plot(train_table, "train epoch (random crop + flip)", "09_precompute_memmap-train")
-train_figures = exp.speedups(train_rows)
+train_figures = imagefolder.speedups(train_rows)
 print(f"fastest here: {train_table.loc[train_table.images_per_s.idxmax(), 'config']}, "
       f"{train_figures['memmap_train_speedup']:.1f}x the best DataLoader + ImageFolder configuration")
 print(f"the tutorial on its CPU: {claims.quote('memmap_train_speedup')} (batch 8, 4 workers)")
@@ -288,7 +739,10 @@ print(f"predicted at most {CORES} x {predicted_all_stages:.0f} = {CORES * predic
 # shares the cores during the epoch (the stages were timed in short bursts, the epoch runs longer). Workers
 # cannot beat the cores: decoding is CPU work, and more workers than cores only take turns.
 #
-# The memmap loader needs no decoding, so one process does better than all the decoding workers together.
+# The memmap loaders need no decoding, so one process does better than all the decoding workers together. The
+# tutorial's loader and the helpers' one-process loader differ in the gather (tensorclass indexing, which goes
+# through torch's advanced indexing, against one `np.take` per field) and in the transforms (three batched
+# operations against one fused pass); the table shows what each costs here.
 # Workers on top of the memmap loader have a price the decoding pipeline hid: each worker's float batch (four
 # times the bytes of the uint8 crop) is copied once more, into shared memory, to reach the main process; the table
 # shows whether they paid off on this machine. The tutorial measured a batch of 8 with 4 workers on other
@@ -303,13 +757,13 @@ print(f"predicted at most {CORES} x {predicted_all_stages:.0f} = {CORES * predic
 # only copy is the normalisation's float output.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-val_rows = exp.sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT)
+val_rows = imagefolder.sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT)
 val_table = pd.DataFrame(val_rows)
 val_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 val_table = rate_plot(val_table, "val epoch (precomputed resize + center crop)", "09_precompute_memmap-val", log=True)
-val_figures = exp.speedups(val_rows)
+val_figures = imagefolder.speedups(val_rows)
 print(f"fastest here: {val_table.loc[val_table.images_per_s.idxmax(), 'config']}, "
       f"{val_figures['memmap_val_speedup']:.1f}x the best DataLoader + ImageFolder configuration")
 print(f"the tutorial on its CPU: {claims.quote('memmap_val_speedup')}")
@@ -320,19 +774,23 @@ plt.show()
 # tensor the per-sample pipeline makes, and both normalise it with the same arithmetic):
 
 # %% slideshow={"slide_type": "-"}
-dl_batch = next(iter(exp.dataloader(folder, "val", BATCH_SIZE, 0)))
-mm_batch = next(iter(exp.memmap_loader(prep.val, "val", BATCH_SIZE)))
+dl_batch = next(iter(imagefolder.dataloader(folder, "val", BATCH_SIZE, 0)))
+mm_batch = next(iter(imagefolder.memmap_loader(prep.val, "val", BATCH_SIZE)))
+tut_batch = next(iter(imagefolder.tutorial_loader(prep.val, "val", BATCH_SIZE)))
 same_val_batches = torch.equal(dl_batch[0], mm_batch[0]) and torch.equal(dl_batch[1], mm_batch[1])
 print("same val batch:", same_val_batches)
+print("the tutorial's InvAffine gives the same floats, to rounding:",
+      torch.allclose(tut_batch.images, mm_batch[0], atol=1e-5) and torch.equal(tut_batch.targets, mm_batch[1]))
 print("dtype and shape:", mm_batch[0].dtype, tuple(mm_batch[0].shape[1:]))
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial's val figure for its memmap loader is not comparable with ours: its memmap val loop only moved the
 # stored batch and did not normalise it (and it stored normalised floats in a uint8 file, which truncates them).
-# Ours produces the same normalised batches as the DataLoader, so its figure includes the float conversion, the
-# same work the train loader does after its crop. How the two gains compare here:
+# Here every val loader produces the same normalised batches as the DataLoader (the tutorial's through its own
+# `InvAffine`, which divides where the helpers multiply, hence "to rounding"), so each figure includes the float
+# conversion, the same work the train loader does after its crop. How the two gains compare here:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 train_ratio, val_ratio = train_figures["memmap_train_speedup"], val_figures["memmap_val_speedup"]
 print(f"val gain / train gain: {val_ratio / train_ratio:.2f} (train {train_ratio:.1f}x, val {val_ratio:.1f}x)")
 print(f"the tutorial: train {claims.quote('memmap_train_speedup')}; val {claims.quote('memmap_val_speedup')}")
@@ -353,9 +811,9 @@ except ImportError:
 else:
     tv_val = tv_datasets.ImageFolder(folder / "val", transform=tv_transforms.Compose([
         tv_transforms.Resize(RESIZE), tv_transforms.CenterCrop(CROP), tv_transforms.ToTensor(),
-        tv_transforms.Normalize(T.IMAGENET_MEAN, T.IMAGENET_STD)]))
+        tv_transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]))
     tv_loader = torch.utils.data.DataLoader(tv_val, batch_size=BATCH_SIZE, num_workers=min(2, CORES))
-    print(f"torchvision val pipeline: {exp.images_per_second(tv_loader, REPEAT)['images_per_s']:.0f} images/s")
+    print(f"torchvision val pipeline: {imagefolder.images_per_second(tv_loader, REPEAT)['images_per_s']:.0f} images/s")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The tutorial's headline: about 10x on ImageNet
@@ -368,7 +826,7 @@ else:
 # batched transforms run on the CPU) and few cores (the DataLoader's workers have less to spread over).
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-one_process = {split: exp.speedups(rows)[f"memmap_{split}_one_process_speedup"]
+one_process = {split: imagefolder.speedups(rows)[f"memmap_{split}_one_process_speedup"]
                for split, rows in (("train", train_rows), ("val", val_rows))}
 print(f"the tutorial: {claims.quote('tutorial_imagenet_a100_speedup')}")
 print(f"here, one process vs the best DataLoader + ImageFolder: train {one_process['train']:.1f}x, "
@@ -384,7 +842,7 @@ print(f"here, one process vs the best DataLoader + ImageFolder: train {one_proce
 # `MEMORY_IMAGES` images, one shuffled epoch with the train transforms, resident memory read with psutil after
 # every batch.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 tiles = torch.utils.data.ConcatDataset([memmap.MemmapDataset(prep.train)] * -(-MEMORY_IMAGES // len(prep.train)))
 tiled = torch.utils.data.Subset(tiles, range(MEMORY_IMAGES))
 big_root = config.data_dir() / f"memmap-{folder.name}" / f"tiled-{MEMORY_IMAGES}"
@@ -393,7 +851,7 @@ file_mb = memmap.nbytes(big_root) / 2**20
 print(f"store: {len(big)} images, {file_mb:.0f} MiB on disk")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-loader = exp.memmap_loader(big, "train", BATCH_SIZE)
+loader = imagefolder.memmap_loader(big, "train", BATCH_SIZE)
 start, trace = memmap.resident_mb(), []
 for step, (x, y) in enumerate(measure.progress(loader, desc="epoch over the tiled store")):
     now = memmap.resident_mb()
@@ -438,12 +896,12 @@ print("a copy in RAM costs about the store's size:", bool(in_ram_mb > 0.8 * file
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 rows = train_rows + val_rows
-figures = exp.speedups(rows)
+figures = imagefolder.speedups(rows)
 figures.update({"decode_ms": costs["ms_per_image"].iloc[0], "predicted_dataloader_images_per_s": predicted_all_stages,
                 "tutorial_transform_over_helpers": tutorial_over_helpers, "memmap_val_same_batches": float(same_val_batches),
                 "peak_anonymous_mb": float(peak_anon), "tiled_store_mb": file_mb})
-knobs = {"batch_size": BATCH_SIZE, "workers": WORKERS, "resize": RESIZE, "crop": CROP,
-         "memory_images": MEMORY_IMAGES, "train": len(train_set), "val": len(val_set)}
+knobs = {"batch_size": BATCH_SIZE, "workers": WORKERS, "repeat": REPEAT, "train": len(train_set), "val": len(val_set),
+         "px": PX, "resize": RESIZE, "crop": CROP, "memory_images": MEMORY_IMAGES}
 path = measure.save_results("09_precompute_memmap", figures, rows, knobs, REPEAT)
 print("saved", config.rel(path))
 
@@ -481,9 +939,98 @@ claims.check("tutorial_imagenet_a100_speedup", figures["memmap_train_one_process
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `BATCH_SIZE = 8` (the tutorial's) and run the two sweeps again. Which pipeline loses more, and why?
-# 2. On a machine with several idle cores, try torch's threaded arithmetic for the normalisation
-#    (`x.float().mul_(scale).add_(shift)` after `torch.set_num_threads(os.cpu_count())`) against the helpers'
-#    single-threaded numpy version. Which wins, and does the answer change while another program is busy?
-# 3. Pillow can decode a JPEG at 1/2, 1/4 or 1/8 of its size (`image.draft("RGB", (w, h))`), which skips most of
-#    the decoding work. Add it to the per-sample pipeline: how close does the DataLoader get to the memmap loader?
+# Each solution runs at the smoke scale on a CPU in seconds; try the exercise before you open it.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** The tutorial measured batches of 8. Time the train split's one-process pipelines (`workers=[0]`: the
+# DataLoader decoding in this process, the tutorial's loader and the helpers' `BatchLoader`) at a batch of 8 and
+# at four times `BATCH_SIZE`, with `imagefolder.sweep`. Which pipeline gains most from the bigger batch, and why?
+# Look for what each pays once per batch (a gather, a transform call, the DataLoader's Python per batch) and
+# what it pays once per image (a decode).
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_rates = {}
+for ex1_batch in (8, 4 * BATCH_SIZE):
+    ex1_rows = imagefolder.sweep(prep, "train", [0], ex1_batch, 1)
+    ex1_rates[f"batch {ex1_batch}"] = {row["pipeline"]: row["images_per_s"] for row in ex1_rows}
+ex1_table = pd.DataFrame(ex1_rates)
+ex1_table["bigger / smaller batch"] = ex1_table.iloc[:, 1] / ex1_table.iloc[:, 0]
+print("images per second:")
+print(ex1_table.round(2).to_string())
+print("gains most from the bigger batch:", ex1_table["bigger / smaller batch"].idxmax())
+# decoding costs far more than a gather and a transform, at either batch size
+assert all(rates[imagefolder.ONE_PROCESS] > 2 * rates["DataLoader + ImageFolder"] for rates in ex1_rates.values())
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **2.** The helpers normalise with numpy, image by image, on one thread. Torch does the same arithmetic
+# (`x.float().mul_(mul).add_(add)`) in two passes over the whole batch, spread over its threads. Time both on the
+# stored batch `stored` with torch allowed all `CORES` cores. Which wins on this machine? Run it again while
+# another program keeps a core busy (for example `python -c "while True: pass"` in a terminal): does the answer
+# change? Check that both give the same floats.
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex2_mul = (1 / (255 * torch.tensor(IMAGENET_STD))).view(-1, 1, 1)
+ex2_add = (-torch.tensor(IMAGENET_MEAN) / torch.tensor(IMAGENET_STD)).view(-1, 1, 1)
+ex2_threads = torch.get_num_threads()
+torch.set_num_threads(CORES)
+try:
+    ex2_times = measure.interleaved({f"torch, {CORES} threads": lambda: stored.float().mul_(ex2_mul).add_(ex2_add),
+                                     "helpers: numpy, one thread": lambda: transforms.normalize(stored)}, repeat=9)
+    ex2_torch = stored.float().mul_(ex2_mul).add_(ex2_add)
+finally:
+    torch.set_num_threads(ex2_threads)  # leave the notebook's setting as it was
+for ex2_name, ex2_seconds in ex2_times.items():
+    print(f"{ex2_name}: {measure.median(ex2_seconds) / len(stored) * 1e3:.3f} ms per image")
+print("faster here:", min(ex2_times, key=lambda name: measure.median(ex2_times[name])))
+assert torch.allclose(ex2_torch, transforms.normalize(stored), atol=1e-5)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **3.** The tutorial's DataLoader gathers each batch by indexing its tensorclass with the batch's indices
+# (`__getitems__`); the helpers' `MemmapDataset.__getitems__` calls `np.take` once per field. Time both for one
+# batch of `BATCH_SIZE` random indices of the train store. How many times faster is the faster one, and do the
+# two return the same images?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_index = torch.randperm(len(prep.train), generator=torch.Generator().manual_seed(0))[:BATCH_SIZE].tolist()
+ex3_tensorclass = tutorial_transforms.ImageNetData(images=prep.train.images, targets=prep.train.labels,
+                                                   batch_size=[len(prep.train)])
+ex3_dataset = memmap.MemmapDataset(prep.train)
+ex3_times = measure.interleaved({"tutorial: tensorclass indexing": lambda: ex3_tensorclass.__getitems__(ex3_index),
+                                 "helpers: np.take per field": lambda: ex3_dataset.__getitems__(ex3_index)},
+                                repeat=15)
+for ex3_name, ex3_seconds in ex3_times.items():
+    print(f"{ex3_name}: {measure.median(ex3_seconds) * 1e3:.3f} ms per batch of {BATCH_SIZE}")
+ex3_ratio = measure.median(ex3_times["tutorial: tensorclass indexing"]) / measure.median(ex3_times["helpers: np.take per field"])
+print(f"tensorclass indexing / np.take: {ex3_ratio:.1f}x")
+ex3_a, ex3_b = ex3_tensorclass.__getitems__(ex3_index), ex3_dataset.__getitems__(ex3_index)
+assert torch.equal(ex3_a.images, ex3_b.images) and torch.equal(ex3_a.targets, ex3_b.labels)
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **4.** Pillow can decode a JPEG at 1/2, 1/4 or 1/8 of its size, which skips most of the decoding work: call
+# `image.draft("RGB", (w, h))` after `Image.open` and before anything reads the pixels, and it picks the smallest
+# of those sizes that is still at least `(w, h)`. Time the decode of a few train images in full, drafted for the
+# 256 x 256 resize, and drafted for a 64 x 64 thumbnail. Which draft saves time here, and why does the other not?
+# (Look at the decoded sizes next to `PX`.)
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+from PIL import Image
+
+
+def ex4_decode(path, target=None):
+    with Image.open(path) as image:
+        if target is not None:
+            image.draft("RGB", (target, target))
+        return image.convert("RGB")
+
+
+ex4_paths = [path for path, _ in train_set.samples[:16]]
+ex4_targets = {"full": None, f"draft {RESIZE}": RESIZE, "draft 64": 64}
+ex4_times = measure.interleaved({name: lambda t=t: [ex4_decode(p, t) for p in ex4_paths]
+                                 for name, t in ex4_targets.items()}, repeat=5)
+ex4_sizes = {name: ex4_decode(ex4_paths[0], t).size for name, t in ex4_targets.items()}
+for ex4_name, ex4_seconds in ex4_times.items():
+    print(f"{ex4_name}: {measure.median(ex4_seconds) / len(ex4_paths) * 1e3:.2f} ms per image, "
+          f"first image decoded at {ex4_sizes[ex4_name]}")
+# a draft never returns less than it was asked for (or the full image, when that is smaller)
+assert all(min(s, 64) <= d for s, d in zip(ex4_sizes["full"], ex4_sizes["draft 64"]))
+assert all(min(s, RESIZE) <= d for s, d in zip(ex4_sizes["full"], ex4_sizes[f"draft {RESIZE}"]))

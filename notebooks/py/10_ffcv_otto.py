@@ -23,23 +23,28 @@
 # (shuffled) training split.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+from __future__ import annotations  # annotations stay text: the cells that show package code run as written
+
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
-from fastloops_helpers import config, measure
+from fastloops_helpers import BatchLoader, config, measure, move_to
 from fastloops_helpers.book import claims
-from fastloops_helpers.data import ffcv_io
-from fastloops_helpers.data import otto_csv as otto
-from fastloops_helpers.experiments import otto as exp
+from fastloops_helpers.data import ffcv_io, otto_csv
+from fastloops_helpers.experiments import otto
+from fastloops_helpers.experiments.training import train_step
 from fastloops_helpers.measure import plots
+from fastloops_helpers.models import MLP
 
 print(config.describe())
 print(measure.hardware_line())
 HAVE_FFCV = ffcv_io.have_ffcv()  # imports ffcv now (numba takes seconds) so that no timed cell pays for it
 print("ffcv importable:", HAVE_FFCV)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["defaults", "nbval-ignore-output"]
+rows = config.size("otto.rows")                 # rows of train.csv (61,878 in the real file); 80 % train
 batch_size = config.size("otto.batch_size")     # the seed's 1024: big batches + tiny model = loader-bound
 epochs = config.size("otto.epochs")             # timed epochs per loader, after one warm-up epoch each
 train_epochs = config.size("otto.train_epochs") # epochs of the short training run per loader
@@ -52,19 +57,61 @@ seed = 0                                        # data, split, weights and every
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The data: Otto's `train.csv`, real format, synthetic content
 #
-# The real file comes from a Kaggle competition and cannot be downloaded here, so `otto.generate_otto` writes a
-# seeded file in the same format: the header `id,feat_1..feat_93,target`, non-negative integer counts (most of
-# them 0, a few large) and `Class_1`..`Class_9` in the real file's proportions (Class_2 and Class_6 dominate).
-# `otto.read_otto` parses either file; point `load_otto(path=...)` at the real `train.csv` to use it.
+# The real file comes from a Kaggle competition and cannot be downloaded here, so `otto_csv.generate_otto` writes
+# a seeded file of `rows` rows in the same format: the header `id,feat_1..feat_93,target`, non-negative integer
+# counts (most of them 0, a few large) and `Class_1`..`Class_9` in the real file's proportions (Class_2 and
+# Class_6 dominate). `otto_csv.read_otto` parses either file; point `otto_csv.load_otto(path=...)` at the real
+# `train.csv` to use it.
+#
+# `otto.prepare` reads the file, splits it 80/20 and, when ffcv is importable, writes the training rows as
+# FFCV's `.beton` the seed's way: a `DatasetWriter` with one field per item of a row (`NDArrayField` for the 93 floats, `IntField` for the
+# label), filled from an indexable of `(x, y)` pairs. Its worker processes read the pairs, so they are a class of
+# the package:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.ffcv_io
+# the writer's worker processes import Pairs from the package; notebook 11 writes its images with the same code
+class Pairs:
+    """An indexable of (x, y) pairs over two arrays, as DatasetWriter expects (picklable for its workers)."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray) -> None:
+        if len(X) != len(y):
+            raise ValueError(f"X and y differ in length: {len(X)} vs {len(y)}")
+        self.X, self.y = X, np.asarray(y, dtype=np.int64)
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
+        return self.X[index], int(self.y[index])
+
+
+def _write(path: str | Path, fields: dict[str, Any], data: Pairs, num_workers: int) -> Path:
+    ffcv = require_ffcv()
+    path = Path(path)
+    with staged(path) as tmp:
+        writer = ffcv.writer.DatasetWriter(str(tmp), fields, num_workers=num_workers)
+        with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bar prints a rate that changes every run
+            writer.from_indexed_dataset(data)
+    return path
+
+
+def write_table_beton(path: str | Path, X: np.ndarray, y: np.ndarray, num_workers: int = 1) -> Path:
+    """Write rows of a float32 table and int labels as `.beton` (NDArrayField + IntField), as for Otto."""
+    ffcv = require_ffcv()
+    X = np.ascontiguousarray(X, dtype=np.float32)
+    fields = {"x": ffcv.fields.NDArrayField(shape=X.shape[1:], dtype=np.dtype("float32")),
+              "y": ffcv.fields.IntField()}
+    return _write(path, fields, Pairs(X, y), num_workers)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
-    data = exp.prepare(seed=seed)
+    data = otto.prepare(rows, seed=seed)
 measure.show("generate (first run only), read, split, write .beton", t.seconds)
 X, y = data["X"], data["y"]
 print(f"train {X.shape} {X.dtype}, labels {y.dtype}; validation {data['X_val'].shape}")
 print(f"zeros: {(X == 0).mean():.0%}, mean count {X.mean():.2f}, max {X.max():.0f}")
-pd.Series(np.bincount(y, minlength=9), index=otto.CLASSES, name="rows").to_frame().T
+pd.Series(np.bincount(y, minlength=9), index=otto_csv.CLASSES, name="rows").to_frame().T
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # The reader checks what it parses and names the line of the first problem, so a damaged file fails loudly
@@ -75,11 +122,11 @@ import tempfile
 from pathlib import Path
 
 tiny = Path(tempfile.mkdtemp()) / "train.csv"
-otto.generate_otto(tiny, rows=5, seed=1)
+otto_csv.generate_otto(tiny, rows=5, seed=1)
 lines = tiny.read_text().splitlines()
 tiny.write_text("\n".join(lines[:3] + [lines[3].replace(",Class_", ",Klass_")] + lines[4:]) + "\n")
 try:
-    otto.read_otto(tiny)
+    otto_csv.read_otto(tiny)
 except ValueError as err:
     print(str(err).replace(str(tiny), "train.csv"))
 
@@ -89,21 +136,82 @@ except ValueError as err:
 # * **FFCV**: `ffcv_io.write_table_beton` stores each row as an `NDArrayField` (93 float32) plus an `IntField`
 #   (done once, above); `ffcv_io.table_loader` reads it with the seed's pipeline (decode, `ToTensor`,
 #   `ToDevice`, `Squeeze` for the labels), one worker thread, `OrderOption.RANDOM`.
-# * **DataLoader**: the seed's per-sample Dataset (`otto.OttoRows`), batch 1024, `num_workers=1`, `pin_memory`
-#   when there is a GPU: 1024 `__getitem__` calls and a collate per batch.
+# * **DataLoader**: the seed's per-sample Dataset (`otto_csv.OttoRows`), batch 1024, `num_workers=1`,
+#   `pin_memory` when there is a GPU: 1024 `__getitem__` calls and a collate per batch.
 # * **helpers**: `BatchLoader((X, y), batch_size=1024, shuffle=True)` over two tensors (on the device when
 #   there is a GPU): one `randperm` per epoch and one gather per batch.
 #
-# All three shuffle every epoch and drop the last partial batch (FFCV's default).
-#
+# All three shuffle every epoch and drop the last partial batch (FFCV's default). The seed's Dataset and its
+# FFCV Loader first, then `make_loaders`, which builds the three:
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.otto_csv
+# runs in the DataLoader's worker process, which imports it from the package
+class OttoRows(torch.utils.data.Dataset):
+    """The seed's per-sample dataset: `__getitem__` returns one (float32 row, label); for DataLoader."""
+
+    def __init__(self, X: np.ndarray, y: np.ndarray) -> None:
+        self.X, self.y = X, y
+
+    def __len__(self) -> int:
+        return len(self.X)
+
+    def __getitem__(self, index: int) -> tuple[np.ndarray, np.int64]:
+        return self.X[index].astype(np.float32), self.y[index]
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.data.ffcv_io
+# the package's FFCV layer, which notebook 11 and the benchmarks share (ffcv is imported only when called)
+def _order(name: str) -> Any:
+    ffcv = require_ffcv()
+    if name not in ORDERS:
+        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {name!r}")
+    return getattr(ffcv.loader.OrderOption, name.upper())
+
+
+def _label_pipeline(device: torch.device) -> list[Any]:
+    ffcv = require_ffcv()
+    t = ffcv.transforms
+    return [ffcv.fields.decoders.IntDecoder(), t.ToTensor(), t.ToDevice(device, non_blocking=True), t.Squeeze()]
+
+
+def table_loader(path: str | Path, batch_size: int = 1024, num_workers: int = 1, order: str = "random",
+                 device: torch.device | str = "cpu", seed: int = 0, drop_last: bool = False) -> Any:
+    """Return the seed's FFCV Loader over a table `.beton`: yields (x float32 (B, F), y int64 (B,))."""
+    ffcv = require_ffcv()
+    device = torch.device(device)
+    x_pipe = [ffcv.fields.decoders.NDArrayDecoder(), ffcv.transforms.ToTensor(),
+              ffcv.transforms.ToDevice(device, non_blocking=True)]
+    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
+                              seed=seed, drop_last=drop_last,
+                              pipelines={"x": x_pipe, "y": _label_pipeline(device)})
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.otto
+def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
+    """Return the three loaders the seed compares (FFCV only when importable), each shuffling every epoch."""
+    cuda = device.type == "cuda"
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="random",
+                                               device=device, seed=seed, drop_last=True)
+    loaders["DataLoader"] = torch.utils.data.DataLoader(
+        otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size, shuffle=True, num_workers=1,
+        pin_memory=cuda, drop_last=True, generator=torch.Generator().manual_seed(seed))
+    tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
+    loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=True, drop_last=True, seed=seed)
+    return loaders
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** Per batch of 1024 rows of 93 float32 (372 B per row): the DataLoader pays a Python
 # `__getitem__` and its share of collate per row, say 5 µs, so 1024 x 5 µs = 5.1 ms; FFCV's compiled pipeline
 # copies 1024 x 372 B = 381 KB, at about 1 GB/s through its per-row copy: 381 KB / 1 GB/s = 0.4 ms; the helpers'
 # gather copies the same 381 KB in one call, at about 5 GB/s: 381 KB / 5 GB/s = 0.08 ms. The code below sets
 # each prediction beside the measured mean time per batch.
 
-# %% slideshow={"slide_type": "subslide"}
-loaders = exp.make_loaders(data, batch_size, device, seed=seed)
+# %% slideshow={"slide_type": "-"}
+loaders = make_loaders(data, batch_size, device, seed=seed)
 for name, loader in loaders.items():
     xb, yb = next(iter(loader))
     print(f"{name:>10}: x {tuple(xb.shape)} {xb.dtype}, y {tuple(yb.shape)} {yb.dtype}")
@@ -113,10 +221,11 @@ for name, loader in loaders.items():
 #
 # Each loader runs one untimed warm-up epoch (numba compiles FFCV's pipeline there; the DataLoader starts its
 # worker), then `epochs` timed epochs, the loaders taking turns epoch by epoch so that the machine's changing
-# load hits all of them alike. Every batch of the epoch counts, the first one with the start-up of the epoch.
+# load hits all of them alike (`otto.compare`). Every batch of the epoch counts, the first one with the start-up
+# of the epoch; `otto.table` summarises the times per batch as the seed does.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-load = exp.table(exp.compare(loaders, epochs, None, device, "load only", skip=0), batch_size)
+load = otto.table(otto.compare(loaders, epochs, None, device, "load only", skip=0), batch_size)
 load.round({"mean": 5, "median": 5, "p95": 5, "min": 6, "uplift_%": 1, "samples_per_s": 0})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -147,15 +256,57 @@ for name in rate.index:
 # time per batch, and the uplift of the median against the DataLoader (an uplift of -90 means the time per batch fell by nine tenths).
 #
 # **Prediction.** step time = load time + MLP time, when the loader does its work while the step waits. We time
-# the MLP's step alone on one batch already in memory; each loader's prediction adds that to its load-only mean. The DataLoader's worker loads the next batch while
-# the step runs, so its measured step can come in under the sum.
+# the MLP's step alone on one batch already in memory; each loader's prediction adds that to its load-only mean.
+# The DataLoader's worker loads the next batch while the step runs, so its measured step can come in under the sum.
+#
+# The seed's network, the step every loader's batches go through, and a factory that gives each loader a fresh
+# model with the same initial weights:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-full = exp.table(exp.compare(loaders, epochs, exp.mlp_factory(device, seed), device, "full step"), batch_size)
-full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.models
+# the seed's MySuperPooperNetwork; notebook 12 trains the same model
+class MLP(nn.Sequential):
+    """The seed's Otto classifier: in_features -> hidden -> hidden -> out_features with ReLUs."""
+
+    def __init__(self, in_features: int = 93, out_features: int = 9, hidden: int = 256) -> None:
+        super().__init__(nn.Linear(in_features, hidden), nn.ReLU(),
+                         nn.Linear(hidden, hidden), nn.ReLU(),
+                         nn.Linear(hidden, out_features))
+
+# %% slideshow={"slide_type": "subslide"}
+# shown from fastloops_helpers.experiments.training
+# the training step that notebooks 11 and 15 time behind their loaders too
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Step:
+    """Return a function that runs one training step (forward, loss, backward, optimizer step) on a batch."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> float:
+        x, y = move_to((x, y), device, non_blocking=True)
+        y = y.flatten()
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x.float()), y)
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.otto
+def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
+    """Return a factory of fresh MLP training steps (same initial weights each time), Adam lr 5e-4 as the seed."""
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
+        return train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+    return factory
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-step = exp.mlp_factory(device, seed)()  # the same step, timed alone on one batch already in memory
+full = otto.table(otto.compare(loaders, epochs, mlp_factory(device, seed), device, "full step"), batch_size)
+full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+step = mlp_factory(device, seed)()  # the same step, timed alone on one batch already in memory
 xb, yb = torch.from_numpy(X[:batch_size]), torch.from_numpy(y[:batch_size])
 mlp_ms = measure.median(measure.measure(lambda: step(xb, yb), repeat=20, device=device)) * 1e3
 print(f"MLP step alone, on a batch already in memory: {mlp_ms:.1f} ms on {device}")
@@ -196,13 +347,46 @@ print("same order in both:", load_order == step_order)
 # | epochs | `otto.epochs`, loaders taking turns | 10, loaders taking turns (the seed ran one loader's epochs, then the other's) |
 #
 # The seed's table has one row per loader (mean, median, 0.95 quantile of the time per batch) and an uplift row
-# per column; here each uplift is a column. The helpers' loader runs under the same rules as a third row.
+# per column; here each uplift is a column. The helpers' loader runs under the same rules as a third row. The
+# seed's loaders and its timed step:
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.otto
+def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
+    """Return the seed's loaders: no shuffle, one worker, pinned memory (where a GPU makes it mean anything)."""
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="sequential",
+                                               device=device, drop_last=True)
+    loaders["DataLoader"] = torch.utils.data.DataLoader(otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size,
+                                                        num_workers=1, pin_memory=device.type == "cuda")
+    tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
+    loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=False)
+    return loaders
+
+
+def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
+    """Return a factory of the seed's timed step: forward and loss only (no backward, no optimizer step)."""
+    loss_fn = nn.CrossEntropyLoss()
+
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
+
+        def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            x, y = move_to((x, y), device, non_blocking=True)
+            return loss_fn(model(x), y.flatten())  # autograd still records the graph, as in the seed
+
+        return step
+    return factory
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-seed_data = exp.seed_protocol_data(data, seed_rows)
-seed_table = exp.seed_table(exp.seed_protocol(seed_data, device, seed_batch_size, seed_epochs, "seed 003 protocol"))
+seed_data = otto.seed_protocol_data(data, seed_rows)
+seed_loaders = seed_protocol_loaders(seed_data, seed_batch_size, device)
+seed_times = otto.seed_protocol(seed_loaders, forward_loss_factory(device, seed), seed_epochs, device, "seed 003 protocol")
+seed_table = otto.seed_table(seed_times)
 print(f"seed protocol: {len(seed_data['X'])} rows, batch {seed_batch_size}, {seed_epochs} epochs, "
-      f"batches 0 to {exp.SEED_SKIP - 1} of each epoch left out")
+      f"batches 0 to {otto.SEED_SKIP - 1} of each epoch left out")
 (seed_table * [1e3, 1e3, 1e3, 1, 1, 1]).round(3).rename(columns={"mean": "mean ms", "median": "median ms", "p95": "p95 ms"})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -227,21 +411,21 @@ side_by_side.round(1)
 # weights) for `train_epochs` epochs with each loader and compare validation accuracy with the majority-class
 # baseline. The orders differ (each loader has its own random generator), so the curves differ a little.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-curves = {name: exp.train_and_evaluate(loader, data, train_epochs, device, seed)
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+curves = {name: otto.train_and_evaluate(loader, data, train_epochs, device, seed)
           for name, loader in measure.progress(loaders.items(), desc="training", total=len(loaders))}
 majority = float((data["y_val"] == np.bincount(y).argmax()).mean())
 acc = pd.DataFrame(curves, index=pd.RangeIndex(1, train_epochs + 1, name="epoch"))
 print(f"majority-class baseline: {majority:.3f}")
 acc.round(3)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 final = acc.iloc[-1]
 spread = float(final.max() - final.min())
 print(f"final validation accuracy: {final.min():.3f} .. {final.max():.3f} (spread {spread:.3f}); "
       f"the lowest is {final.min() - majority:+.3f} over the majority class")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Every loader feeds the same rows; only the order and the speed differ, so the final accuracies should agree
 # within the noise of the order, well above the majority class (the reproduction check states the margins).
 
@@ -249,12 +433,12 @@ print(f"final validation accuracy: {final.min():.3f} .. {final.max():.3f} (sprea
 # ## Saving the figures
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = exp.figures(load, full, seed_table)
+figures = otto.figures(load, full, seed_table)
 figures.update({f"otto_{n.lower()}_val_acc": float(final[n]) for n in final.index})
 figures.update({"otto_val_acc_spread": spread, "otto_val_acc_over_majority": float(final.min() - majority)})
 rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()}
         for p, t in (("load", load), ("step", full), ("seed protocol", seed_table)) for n in t.index]
-knobs = {"rows": len(X) + len(data["X_val"]), "batch_size": batch_size, "epochs": epochs,
+knobs = {"rows": rows, "train_rows": len(X), "batch_size": batch_size, "epochs": epochs,
          "train_epochs": train_epochs, "device": str(device), "ffcv": HAVE_FFCV, "seed_rows": seed_rows,
          "seed_batch_size": seed_batch_size, "seed_epochs": seed_epochs}
 print("saved", config.rel(measure.save_results("10_ffcv_otto", figures, rows, knobs, repeats=epochs)))
@@ -295,6 +479,88 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# 1. Set `batch_size = 64`. Which loader loses most of its lead, and why (what is paid per batch rather than per row)?
-# 2. Give the DataLoader `num_workers=2` and `persistent_workers=True` in `exp.make_loaders`. How close does it get to FFCV on this machine, and what does the second worker cost on a 2-core CPU?
-# 3. Replace `order="random"` by `"quasi_random"` for FFCV (and `shuffle="grouped"` for the helpers). Does the load rate change for a table that fits in memory? When would it?
+# Each solution runs at the smoke scale on a CPU in seconds; try the exercise before you open it.
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **1.** Build the three loaders again with a batch of 64 (`make_loaders(data, 64, device, seed=seed)`) and time
+# one load-only epoch of each. Which loader keeps the smallest share of its samples/s at batch 1024, and what does
+# it pay once per batch rather than once per row?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex1_batch = 64
+ex1_load = otto.table(otto.compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
+                      ex1_batch)
+ex1_rates = pd.DataFrame({f"batch {batch_size}, samples/s": load["samples_per_s"],
+                          f"batch {ex1_batch}, samples/s": ex1_load["samples_per_s"]})
+ex1_rates["kept"] = ex1_rates.iloc[:, 1] / ex1_rates.iloc[:, 0]
+print(ex1_rates.round(2).to_string())
+print("keeps the smallest share:", ex1_rates["kept"].idxmin())
+# one gather per batch still beats 64 Python __getitem__ calls and a collate by far
+assert ex1_load.loc["helpers", "samples_per_s"] > 2 * ex1_load.loc["DataLoader", "samples_per_s"]
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **2.** Give the DataLoader two workers and keep them between epochs (`num_workers=2, persistent_workers=True`)
+# and time it beside the seed's one-worker DataLoader and FFCV, two load-only epochs each. How close does it get
+# to FFCV on this machine, and what does the second worker cost on a machine with few cores?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+import os
+
+ex2_rows = otto_csv.OttoRows(data["X"], data["y"])
+ex2_loaders = {f"DataLoader, {w} worker{'s' * (w > 1)}{', persistent' * p}": torch.utils.data.DataLoader(
+    ex2_rows, batch_size=batch_size, shuffle=True, num_workers=w, persistent_workers=p, drop_last=True,
+    generator=torch.Generator().manual_seed(seed)) for w, p in ((1, False), (2, True))}
+if "FFCV" in loaders:
+    ex2_loaders["FFCV"] = loaders["FFCV"]
+else:
+    print("ffcv is not importable here: the DataLoaders are compared without it")
+ex2_times = otto.compare(ex2_loaders, 2, None, device, skip=0)
+ex2_load = otto.table(ex2_times, batch_size, baseline="DataLoader, 1 worker")
+print(ex2_load[["mean", "median", "samples_per_s"]].round({"mean": 5, "median": 5, "samples_per_s": 0}).to_string())
+print(f"{len(os.sched_getaffinity(0))} cores here: the two workers and this process share them")
+assert len({len(times) for times in ex2_times.values()}) == 1  # every loader hands out the same batches per epoch
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **3.** FFCV can read in `"quasi_random"` order (shuffled within large blocks of the file) and the helpers in
+# `shuffle="grouped"` order (a random order of groups of consecutive rows). Time both beside the fully random
+# orders, two load-only epochs each. Does the order change the load rate for a table that sits in memory? When
+# would it?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex3_tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
+ex3_loaders = {f"helpers, shuffle={s!r}": BatchLoader(ex3_tensors, batch_size=batch_size, shuffle=s, drop_last=True,
+                                                      seed=seed) for s in (True, "grouped")}
+if data["beton"] is not None:
+    ex3_loaders |= {f"FFCV, order={o!r}": ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order=o,
+                                                               device=device, seed=seed, drop_last=True)
+                    for o in ("random", "quasi_random")}
+else:
+    print("ffcv is not importable here: only the helpers' orders are compared")
+ex3_load = otto.table(otto.compare(ex3_loaders, 2, None, device, skip=0), batch_size,
+                      baseline="helpers, shuffle=True")
+print(ex3_load[["mean", "samples_per_s"]].round({"mean": 5, "samples_per_s": 0}).to_string())
+print("in memory every row costs the same to reach, in any order; from a disk, a block order reads whole "
+      "pages or chunks at once instead of one row per seek")
+ex3_rows = {name: sum(len(y) for _, y in loader) for name, loader in ex3_loaders.items()}
+assert len(set(ex3_rows.values())) == 1  # each order hands out the same number of rows per epoch
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **4.** The seed times a batch only from the twelfth of each epoch on (`i > 10`). Time two epochs of the seed
+# protocol's loaders (`seed_loaders`) with every batch counted (`otto.compare(..., skip=0, warmup=0)`), then
+# leave out the first eleven of each epoch yourself. Which loader's mean moves most, and what do its first
+# batches contain?
+
+# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+ex4_epochs = 2
+ex4_times = otto.compare(seed_loaders, ex4_epochs, forward_loss_factory(device, seed), device, skip=0, warmup=0)
+ex4_rows = []
+for ex4_name, ex4_all in ex4_times.items():
+    ex4_per_epoch = len(ex4_all) // ex4_epochs
+    ex4_kept = [t for i, t in enumerate(ex4_all) if i % ex4_per_epoch >= otto.SEED_SKIP]
+    ex4_rows.append({"loader": ex4_name, "first batch ms": ex4_all[0] * 1e3,
+                     "mean ms, every batch": np.mean(ex4_all) * 1e3, "mean ms, seed's batches": np.mean(ex4_kept) * 1e3})
+ex4_table = pd.DataFrame(ex4_rows).set_index("loader")
+ex4_table["every / seed's"] = ex4_table.iloc[:, 1] / ex4_table.iloc[:, 2]
+print(ex4_table.round(3).to_string())
+print("moves most:", ex4_table["every / seed's"].idxmax())
+assert all(len(v) % ex4_epochs == 0 and len(v) // ex4_epochs > otto.SEED_SKIP for v in ex4_times.values())

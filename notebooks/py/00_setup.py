@@ -182,6 +182,8 @@ except ValueError as err:
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures = dict(bw.figures, **{f"has_{c.name.split(' ')[0].lower()}": float(c.ok) for c in found})
+sleeps = measure.measure(lambda: __import__("time").sleep(0.05), repeat=3, warmup=0)  # is the timer honest?
+figures["timer_sleep_ratio"] = measure.median(sleeps) / 0.05
 path = measure.save_results("00_setup", figures, rows=bw.rows, knobs=bw.knobs, repeats=bw.repeats)
 print("saved", path.name)
 
@@ -202,8 +204,7 @@ print("saved", path.name)
 # %% slideshow={"slide_type": "-"}
 from fastloops_helpers.book import claims
 
-sleeps = measure.measure(lambda: __import__("time").sleep(0.05), repeat=3, warmup=0)
-claims.check("timer_sleep_ratio", measure.median(sleeps) / 0.05)
+claims.check("timer_sleep_ratio", figures)  # measured and saved with the other figures above
 claims.check("cache_over_ram_copy", bw.figures)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -29,6 +29,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, default_collate
 
 from fastloops_helpers import config, measure
+from fastloops_helpers.book import claims
 from fastloops_helpers.data import broken
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
 from fastloops_helpers.experiments import workers
@@ -797,6 +798,13 @@ figures.update({"workers2_parallelism": timeline.parallelism(two), "record_us_pe
                 "getitems_predicted_speedup": predicted_getitems,
                 "getitems_speedup": get_table.iloc[0, 0] / get_table.iloc[1, 0]})
 figures.update({f"pss_mb_{kind.split()[0]}_w{w}": v for w, row in pss.iterrows() for kind, v in row.items()})
+most = mem[mem.num_workers == mem.num_workers.max()].set_index("kind")  # the most workers measured
+figures.update({
+    "list_copy_share_per_worker": float((most.workers_uss_mb["list of objects"] - most.workers_uss_mb["numpy array"])
+                                        / (memory_mb * most.num_workers.iloc[0])),
+    "broken_images_dropped": float(sorted(report.dropped) == sorted(map(str, planted)) and used == len(safe) - len(planted)),
+    "seed_worker_fixes_rng": float(random_rows[0][1] > 0 and random_rows[1][1] == 0),
+    "thread_prefetch_overlap_share": timeline.overlap_share(pre_tls["ThreadPrefetcher"])})
 path = measure.save_results("07_dataloader_anatomy", figures, rows=ladder_rows + knob_rows + pre_rows + get_rows + mem_rows,
                            knobs={"px": px, "batch_size": batch_size, "step_ms": step_ms, "depth": depth,
                                   "memory_mb": memory_mb, "memory_workers": memory_workers,
@@ -816,21 +824,18 @@ print("saved", path.name)
 # the step time) are printed in the cell after it, whose output depends on the run.
 
 # %% slideshow={"slide_type": "subslide"}
-most = mem[mem.num_workers == mem.num_workers.max()].set_index("kind")
-copied = (most.workers_uss_mb["list of objects"] - most.workers_uss_mb["numpy array"]) / (memory_mb * most.num_workers.iloc[0])
 if multiprocessing.get_start_method() == "fork":
-    print("workers copy the list of objects, not the numpy array:", copied > 0.4)
+    claims.check("list_copy_share_per_worker", figures)
 else:
     print("copy-on-read check needs the fork start method; this machine uses", multiprocessing.get_start_method())
-print("every planted broken file reported, nothing else dropped:",
-      sorted(report.dropped) == sorted(map(str, planted)) and used == len(safe) - len(planted))
-print("dataset-owned RNG repeats across workers, seed_worker fixes it:", random_rows[0][1] > 0 and random_rows[1][1] == 0)
+claims.check("broken_images_dropped", figures)
+claims.check("seed_worker_fixes_rng", figures)
 print("num_workers=0: the epoch lasts at least batches x step_ms:", base["wall_s"] >= n_batches * step_ms / 1000)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-print("workers load in parallel (2 workers > 1.2 batches at once):", timeline.parallelism(two) > 1.2)
-for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
-    print(f"{label} overlaps the step (> 50 % of step time):", timeline.overlap_share(pre_tls[label]) > 0.5)
+claims.check("workers2_parallelism", figures)  # timing claims: this cell's output depends on the run
+claims.check("thread_prefetch_overlap_share", figures)
+print("ProcessPrefetcher overlaps the step (> 50 % of step time):", timeline.overlap_share(pre_tls["ProcessPrefetcher"]) > 0.5)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises

@@ -430,6 +430,9 @@ figures.update({f"infer_s_{k}": v for k, v in inf["median"].items()})
 figures.update({"decode_512_over_128_pillow": measured_ratio, "decode_fixed_us_pillow": fixed * 1e6,
                 "torch_tensor_copy_s": parts["torch_tensor"], "first_touch_copy_s": parts["first_touch_torch"],
                 "copy_into_existing_copy_s": parts["copy_into_existing"], "predicted_cached_mb_per_s": predicted_cached})
+seed_table = {"torch.tensor(a)": False, "torch.from_numpy(a)": True, "np.array(t)": False, "t.numpy()": True}
+figures.update({"pillow_uses_turbo": float(decoders.pillow_uses_turbo()), "decoders_agree": float(within),
+                "copy_table_as_seed": float(all(copy_table.loc[k, "shares memory"] == v for k, v in seed_table.items()))})
 path = measure.save_results("08_read_and_decode", figures, rows=dec_rows + rows,
                            knobs={"file_mb": file_mb, "images": n_images, "quality": quality, "sizes_px": sizes_px,
                                   "scaling_px": scaling_px, "copy_mb": copy_mb, "cold_method": method},
@@ -446,11 +449,8 @@ print("saved", path.name)
 # load, so it is printed in the cell after it.
 
 # %% slideshow={"slide_type": "subslide"}
-seed_table = {"torch.tensor(a)": False, "torch.from_numpy(a)": True, "np.array(t)": False, "t.numpy()": True}
-print("Pillow decodes with libjpeg-turbo:", decoders.pillow_uses_turbo())
-print("numpy/torch copy table as in the seed:",
-      all(copy_table.loc[k, "shares memory"] == v for k, v in seed_table.items()))
-print("decoders agree on pixels:", within, f"({len(found)} decoders)")
+for name in ("pillow_uses_turbo", "copy_table_as_seed", "decoders_agree"):
+    claims.check(name, figures)  # saved above with the other figures
 claims.check("jpeg4py_agrees", figures, why="jpeg4py is not installed")
 print("TensorRT step:", "a GPU is here: see section 4" if torch.cuda.is_available() else "needs an NVIDIA GPU; none here")
 

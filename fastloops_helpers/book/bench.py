@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--out needs exactly one benchmark name")
     for name in names:
         result, path = run(name, args.scale, args.out)
-        print(f"== {name} | scale={config.scale()} | {measure.hardware_line()}")
+        print(f"== {name} | scale={config.scale(args.scale)} | {measure.hardware_line()}")
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(result.table().to_string(index=False))
         for key, value in result.figures.items():

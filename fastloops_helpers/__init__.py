@@ -21,24 +21,56 @@ from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
 from .load.process_prefetch import ProcessPrefetcher
 from .load.stream import ParquetStream, ShardError, ShuffleBuffer, split_shards, tar_samples
 from .load.thread_loader import ThreadLoader
-from .load.transforms import (Normalize, RandomCrop, RandomHFlip, ResizeCenterCrop, center_crop, normalize,
-                              random_crop, random_hflip, resize)
+from .load.transforms import (
+    Normalize,
+    RandomCrop,
+    RandomHFlip,
+    ResizeCenterCrop,
+    center_crop,
+    normalize,
+    random_crop,
+    random_hflip,
+    resize,
+)
 from .measure.input_bound import Diagnosis, diagnose
 
 __version__ = "0.3.0"  # the one version number: pyproject.toml reads it; CHANGELOG.md says what changed
 
 __all__ = [
     # loaders and datasets
-    "BatchLoader", "ThreadLoader", "RowDataset", "BatchRowDataset", "ImageFolder",
+    "BatchLoader",
+    "ThreadLoader",
+    "RowDataset",
+    "BatchRowDataset",
+    "ImageFolder",
     # prefetchers and device moves
-    "CUDAPrefetcher", "ThreadPrefetcher", "ProcessPrefetcher", "move_to",
+    "CUDAPrefetcher",
+    "ThreadPrefetcher",
+    "ProcessPrefetcher",
+    "move_to",
     # batched transforms
-    "Normalize", "RandomCrop", "RandomHFlip", "ResizeCenterCrop", "center_crop", "normalize", "random_crop",
-    "random_hflip", "resize",
+    "Normalize",
+    "RandomCrop",
+    "RandomHFlip",
+    "ResizeCenterCrop",
+    "center_crop",
+    "normalize",
+    "random_crop",
+    "random_hflip",
+    "resize",
     # precomputed data
-    "write_memmap", "load_memmap",
+    "write_memmap",
+    "load_memmap",
     # measurement
-    "measure", "diagnose", "Diagnosis",
+    "measure",
+    "diagnose",
+    "Diagnosis",
     # streaming (experimental)
-    "serve", "write_shards", "ShuffleBuffer", "ParquetStream", "ShardError", "split_shards", "tar_samples",
+    "serve",
+    "write_shards",
+    "ShuffleBuffer",
+    "ParquetStream",
+    "ShardError",
+    "split_shards",
+    "tar_samples",
 ]

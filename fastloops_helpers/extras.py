@@ -17,5 +17,7 @@ def require(module: str, extra: str) -> ModuleType:
         return importlib.import_module(module)
     except ImportError as exc:
         top = module.split(".")[0]
-        raise ImportError(f"{top} is not installed: pip install 'fastloops-helpers[{extra}]' "
-                          f"(from a checkout: pip install -e '.[{extra}]')") from exc
+        raise ImportError(
+            f"{top} is not installed: pip install 'fastloops-helpers[{extra}]' "
+            f"(from a checkout: pip install -e '.[{extra}]')"
+        ) from exc

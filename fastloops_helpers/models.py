@@ -16,9 +16,13 @@ class MLP(nn.Sequential):
     """
 
     def __init__(self, in_features: int = 93, out_features: int = 9, hidden: int = 256) -> None:
-        super().__init__(nn.Linear(in_features, hidden), nn.ReLU(),
-                         nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, out_features))
+        super().__init__(
+            nn.Linear(in_features, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, out_features),
+        )
 
 
 class WideBlock(nn.Module):
@@ -27,13 +31,15 @@ class WideBlock(nn.Module):
     def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.BatchNorm2d(in_channels), nn.ReLU(inplace=True),
+            nn.BatchNorm2d(in_channels),
+            nn.ReLU(inplace=True),
             nn.Conv2d(in_channels, out_channels, 3, stride=stride, padding=1, bias=False),
-            nn.BatchNorm2d(out_channels), nn.ReLU(inplace=True),
-            nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False))
+            nn.BatchNorm2d(out_channels),
+            nn.ReLU(inplace=True),
+            nn.Conv2d(out_channels, out_channels, 3, padding=1, bias=False),
+        )
         project = stride != 1 or in_channels != out_channels
-        self.shortcut = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False) if project \
-            else nn.Identity()
+        self.shortcut = nn.Conv2d(in_channels, out_channels, 1, stride=stride, bias=False) if project else nn.Identity()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Return body(x) + shortcut(x)."""
@@ -59,8 +65,11 @@ class WideResNet(nn.Module):
         layers: list[nn.Module] = [nn.Conv2d(3, widths[0], 3, padding=1, bias=False)]
         for group, stride in zip(range(3), (1, 2, 2)):
             for i in range(n):
-                layers.append(WideBlock(widths[group] if i == 0 else widths[group + 1], widths[group + 1],
-                                        stride if i == 0 else 1))
+                layers.append(
+                    WideBlock(
+                        widths[group] if i == 0 else widths[group + 1], widths[group + 1], stride if i == 0 else 1
+                    )
+                )
         layers += [nn.BatchNorm2d(widths[3]), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(widths[3], num_classes)

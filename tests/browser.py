@@ -8,16 +8,24 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urlparse
 
 import pytest
 
 # Without these, Chromium hangs or retries on a closed network (component updates, sync, QUIC probes).
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+]
 LOCAL_SCHEMES = ("file", "data", "blob", "about", "chrome-extension")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
 
@@ -38,8 +46,10 @@ def require_browser() -> str:
         pytest.skip("playwright is not installed (it comes with the test extra: make setup)")
     path = chromium_path()
     if path is None:
-        pytest.skip("no chromium binary: as root `make setup` installs Debian's chromium; "
-                    "otherwise `sudo apt-get install chromium` (or set FASTLOOPS_CHROMIUM)")
+        pytest.skip(
+            "no chromium binary: as root `make setup` installs Debian's chromium; "
+            "otherwise `sudo apt-get install chromium` (or set FASTLOOPS_CHROMIUM)"
+        )
     return path
 
 

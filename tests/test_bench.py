@@ -10,8 +10,13 @@ from fastloops_helpers.experiments import bandwidth
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "fastloops_helpers.book.bench", *args],
-                          capture_output=True, text=True, env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "fastloops_helpers.book.bench", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
 
 
 def test_list_names_each_benchmark_with_its_description():
@@ -90,8 +95,13 @@ def test_gather_compare_reports_every_primitive_and_the_loaders_share_of_the_bes
     from fastloops_helpers.experiments import gather
 
     result = gather.compare(2048, 16, 256, rounds=2)
-    assert {r["gather"] for r in result.rows} == {"helpers", "index_select", "advanced_indexing", "np_take",
-                                                   "per_row_stack"}
+    assert {r["gather"] for r in result.rows} == {
+        "helpers",
+        "index_select",
+        "advanced_indexing",
+        "np_take",
+        "per_row_stack",
+    }
     assert result.figures["helpers_gb_per_s"] > 0 and result.figures["helpers_over_best_primitive"] > 0
     assert [r["gb_per_s"] for r in result.rows] == sorted((r["gb_per_s"] for r in result.rows), reverse=True)
 
@@ -143,10 +153,16 @@ def test_getitem_times_the_fetches_it_is_given_and_compare_takes_its_sizes():
         def wrapped(*args):
             calls[name] += 1
             return fetch(*args)
+
         return wrapped
 
-    rows = getitem.sweep(torch.arange(500), [1, 10], repeat=1, per_sample=counted("per_sample", per_sample_fetch),
-                         batched=counted("batched", batched_fetch))
+    rows = getitem.sweep(
+        torch.arange(500),
+        [1, 10],
+        repeat=1,
+        per_sample=counted("per_sample", per_sample_fetch),
+        batched=counted("batched", batched_fetch),
+    )
     assert len(rows) == 8 and calls["per_sample"] > 0 and calls["batched"] > 0
     result = getitem.compare(500, 3, [1, 10], repeat=1)
     assert {r["data"] for r in result.rows} == {"index", "matrix"} and len(result.rows) == 16
@@ -156,7 +172,7 @@ def test_getitem_times_the_fetches_it_is_given_and_compare_takes_its_sizes():
 def test_the_slides_datasets_give_the_same_batches_as_each_other():
     from torch.utils.data import DataLoader
 
-    from fastloops_helpers.teach.slide_getitem import D, FD, batched_fetch, per_sample_fetch
+    from fastloops_helpers.teach.slide_getitem import FD, D, batched_fetch, per_sample_fetch
 
     data = torch.arange(10) * 3
     per_sample = list(DataLoader(D(data), batch_size=4))

@@ -6,8 +6,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers.data import broken
-from fastloops_helpers.teach import worker_data
 from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
+from fastloops_helpers.teach import worker_data
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +62,7 @@ def test_worker_memory_datasets_agree_and_memmap_reopens(tmp_path):
     for ds in sets:
         assert len(ds) == len(rows) and np.array_equal(ds[5].numpy(), rows[5])
     import pickle
+
     assert len(pickle.dumps(sets[2])) < 1000  # ships the path, not the data
     result = worker_data.worker_memory(sets[1], num_workers=0, batch_size=1024)
     assert result["workers_uss_mb"] == 0 and result["total_pss_mb"] > 0

@@ -16,15 +16,15 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import urljoin, urlparse
 
+import browser
 import nbformat
 import pytest
 
-import browser
 from fastloops_helpers import config
 from fastloops_helpers.book.notebooks import notebook_paths
 from fastloops_helpers.book.publish import deck, lab, site
@@ -45,13 +45,32 @@ def lab_server(root: Path, tmp: Path) -> Iterator[str]:
     tracker = tmp / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text('{"windowingMode": "none"}')  # every cell in the DOM, so the test sees them all
-    env = dict(os.environ, FASTLOOPS_SCALE="smoke", FASTLOOPS_RESULTS=str(tmp / "results"),
-               JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-               JUPYTER_CONFIG_DIR=str(tmp / "jupyter"), JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"))
-    proc = subprocess.Popen([sys.executable, "-m", "fastloops_helpers.book.publish.lab", "--port", str(lab.free_port(18888)),
-                             "--root", str(root)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=env, cwd=ROOT, start_new_session=True)
+    env = dict(
+        os.environ,
+        FASTLOOPS_SCALE="smoke",
+        FASTLOOPS_RESULTS=str(tmp / "results"),
+        JUPYTERLAB_SETTINGS_DIR=str(tmp / "settings"),
+        PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+        JUPYTER_CONFIG_DIR=str(tmp / "jupyter"),
+        JUPYTERLAB_WORKSPACES_DIR=str(tmp / "workspaces"),
+    )
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "fastloops_helpers.book.publish.lab",
+            "--port",
+            str(lab.free_port(18888)),
+            "--root",
+            str(root),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        start_new_session=True,
+    )
     log: list[str] = []
     try:
         url = next((m.group(1) for line in proc.stdout if (m := re.search(r"\[lab\] open: (\S+)", line))), None)
@@ -97,13 +116,19 @@ def test_lab_opens_and_runs_notebook_00_in_chromium(tmp_path):
         tab.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)  # the kernel has started
         tab.locator(".lm-MenuBar-itemLabel", has_text="Run").first.click()
         tab.locator("li.lm-Menu-item[data-command='runmenu:run-all']").click()
-        tab.wait_for_function("""() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
-            return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""", timeout=240_000, polling=500)
+        tab.wait_for_function(
+            """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];
+            return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
+            timeout=240_000,
+            polling=500,
+        )
         text = tab.locator(".jp-Notebook").inner_text()
         tab.screenshot(path=str(shots() / "lab-00_setup.png"))
         assert tab.locator(".jp-OutputArea-output").count() >= 8
         assert tab.locator("[data-mime-type='application/vnd.jupyter.error']").count() == 0, "a cell raised"
-        assert "[claim] timer_sleep_ratio" in text and "active scale: smoke" in text  # the last cells ran, at smoke scale
+        assert (
+            "[claim] timer_sleep_ratio" in text and "active scale: smoke" in text
+        )  # the last cells ran, at smoke scale
         tab.goto(url.replace("/lab?", "/rise/00_setup.ipynb?"))  # the RISE extension's slideshow view
         tab.wait_for_selector(".reveal .slides section", timeout=60_000)
         assert tab.locator(".reveal .slides > section").count() > 1, "RISE shows one slide: no slide metadata?"
@@ -130,8 +155,12 @@ def test_slide_deck_renders_offline_in_chromium(tmp_path):
                 const h = [...document.querySelectorAll('.slides > section')].indexOf(e.parentElement);
                 Reveal.slide(h, [...e.parentElement.children].indexOf(e)); }}""")
             tab.wait_for_timeout(300)
-            assert tab.evaluate("document.querySelector('section.present section.present img, "
-                                "section.present img').naturalWidth") > 0
+            assert (
+                tab.evaluate(
+                    "document.querySelector('section.present section.present img, section.present img').naturalWidth"
+                )
+                > 0
+            )
             tab.screenshot(path=str(shots() / "slides-07-plot.png"))
         assert not remote, f"the deck reached the network: {remote[:5]}"
         assert not errors, f"page errors: {errors[:3]}"

@@ -17,8 +17,7 @@ def root(tmp_path_factory):
 
 def test_generator_writes_the_python_batches(root):
     folder = root / cifar10.FOLDER
-    assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [*cifar10.TRAIN_FILES, "test_batch", "batches.meta"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted([*cifar10.TRAIN_FILES, "test_batch", "batches.meta"])
     with (folder / "data_batch_1").open("rb") as f:
         batch = pickle.load(f, encoding="bytes")  # trusted: we just wrote it
     assert set(batch) == {b"batch_label", b"labels", b"data", b"filenames"}
@@ -57,16 +56,20 @@ def test_reader_refuses_pickles_that_would_run_code(tmp_path, payload, monkeypat
     monkeypatch.chdir(tmp_path)
     path = tmp_path / "data_batch_1"
     path.write_bytes(pickle.dumps(payload, protocol=2))
-    with pytest.raises(ValueError, match=r"refusing to unpickle (posix|os|nt)\.system|refusing to unpickle __builtin__\.eval"):
+    with pytest.raises(
+        ValueError, match=r"refusing to unpickle (posix|os|nt)\.system|refusing to unpickle __builtin__\.eval"
+    ):
         cifar10.read_batch(path)
     assert not (tmp_path / "pwned").exists()
 
 
 def test_reader_refuses_other_codecs_and_wrong_shapes(tmp_path):
     import _codecs
+
     class Rot:
         def __reduce__(self):
             return (_codecs.encode, ("abc", "rot13"))
+
     (tmp_path / "a").write_bytes(pickle.dumps({b"data": Rot()}, protocol=2))
     with pytest.raises(ValueError, match="only latin1"):
         cifar10.read_batch(tmp_path / "a")
@@ -114,7 +117,7 @@ def test_resize_crop_reads_only_the_window_and_samples_the_full_resize(side, res
     x = torch.randint(0, 256, (2, 3, side, side), dtype=torch.uint8)
     top = int(round((resize - crop) / 2))
     ref = torch.nn.functional.interpolate(x.float(), size=(resize, resize), mode="bilinear", align_corners=False)
-    ref = ref[..., top:top + crop, top:top + crop]
+    ref = ref[..., top : top + crop, top : top + crop]
     rc = ResizeCenterCrop(side, resize, crop)
     assert torch.allclose(rc(x.float()), ref, atol=1e-3)  # float path: the same sample positions
     assert (rc(x).float() - ref.round()).abs().max() <= 1  # uint8 kernel: rounding only

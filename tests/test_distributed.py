@@ -1,7 +1,5 @@
 """The DDP script under torchrun with 2 CPU processes (gloo): shards, coverage, and weights vs one process."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
@@ -42,8 +40,9 @@ def test_epochs_have_different_orders(runs):
 
 def test_ddp_matches_one_process_on_the_same_global_batches(runs):
     log_dir, ranks, reference = runs
-    diff = distributed.relative_weight_difference(log_dir / "helpers-rank0-weights.pt",
-                                             log_dir / "helpers-reference2-weights.pt")
+    diff = distributed.relative_weight_difference(
+        log_dir / "helpers-rank0-weights.pt", log_dir / "helpers-reference2-weights.pt"
+    )
     assert diff < 1e-5
     assert ranks[0]["val_accuracy"] == pytest.approx(reference[0]["val_accuracy"], abs=1e-3)
 
@@ -65,8 +64,7 @@ def test_both_sharding_functions_pad_and_cover_alike(world_size):
     rows = 101
     train = {"X": torch.zeros(rows, 3), "y": torch.zeros(rows, dtype=torch.long), "id": torch.arange(rows)}
     for make in (distributed.sampler_batches, distributed.helpers_batches):
-        shards = [torch.cat([b["id"] for b in make(train, 8, r, world_size, 0, 1)]).numpy()
-                  for r in range(world_size)]
+        shards = [torch.cat([b["id"] for b in make(train, 8, r, world_size, 0, 1)]).numpy() for r in range(world_size)]
         check = distributed.shard_check(shards, rows)
         assert check["covered"] and check["disjoint"] and check["equal_sizes"]
         assert check["repeated"] == check["expected_padding"] == -rows % world_size
@@ -78,15 +76,23 @@ def test_both_sharding_functions_pad_and_cover_alike(world_size):
 def test_different_seeds_per_rank_break_the_shards():
     rows = 100
     train = {"X": torch.zeros(rows, 3), "y": torch.zeros(rows, dtype=torch.long), "id": torch.arange(rows)}
-    shards = [torch.cat([b["id"] for b in distributed.helpers_batches(train, 10, r, 2, r, 0)]).numpy()
-              for r in range(2)]
+    shards = [
+        torch.cat([b["id"] for b in distributed.helpers_batches(train, 10, r, 2, r, 0)]).numpy() for r in range(2)
+    ]
     check = distributed.shard_check(shards, rows)
     assert not check["covered"] and not check["disjoint"]
 
 
 def test_throughput_and_figures_read_the_logs():
-    logs = [{"epochs": [{"samples": 100, "seconds": 9.0}, {"samples": 100, "seconds": 1.0},
-                        {"samples": 100, "seconds": 3.0}]}] * 2
+    logs = [
+        {
+            "epochs": [
+                {"samples": 100, "seconds": 9.0},
+                {"samples": 100, "seconds": 1.0},
+                {"samples": 100, "seconds": 3.0},
+            ]
+        }
+    ] * 2
     speed = distributed.throughput(logs, "two ranks")  # epoch 0 (warm-up) left out: median of 1 s and 3 s
     assert speed == {"run": "two ranks", "ranks": 2, "samples/s per rank": 50.0, "samples/s total": 100.0}
     single = distributed.throughput(logs[:1], "one")

@@ -23,8 +23,13 @@ def run_with_override(name: str, override: str, results: Path) -> dict:
     at = next(i for i, c in enumerate(nb.cells) if "defaults" in c.metadata.get("tags", []))
     nb.cells.insert(at + 1, nbformat.v4.new_code_cell(override))
     env = {**os.environ, "FASTLOOPS_SCALE": "smoke", "FASTLOOPS_RESULTS": str(results)}
-    NotebookClient(nb, kernel_name="python3", timeout=600, resources={"metadata": {"path": str(path.parent)}},
-                   extra_arguments=["--IPKernelApp.capture_fd_output=False"]).execute(env=env)
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=600,
+        resources={"metadata": {"path": str(path.parent)}},
+        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+    ).execute(env=env)
     return json.loads((results / f"{path.stem}.json").read_text())
 
 
@@ -32,8 +37,9 @@ def run_with_override(name: str, override: str, results: Path) -> dict:
 def test_notebook_07_step_ms_reaches_the_epoch(tmp_path):
     from fastloops_helpers import config
 
-    saved = run_with_override("07_dataloader_anatomy.ipynb", "step_ms = step_ms * 10  # a ten times longer step",
-                              tmp_path)
+    saved = run_with_override(
+        "07_dataloader_anatomy.ipynb", "step_ms = step_ms * 10  # a ten times longer step", tmp_path
+    )
     step_ms = saved["provenance"]["knobs"]["step_ms"]
     assert step_ms == 10 * config.size("anatomy.step_ms", "smoke")
     figures = saved["figures"]
@@ -43,10 +49,10 @@ def test_notebook_07_step_ms_reaches_the_epoch(tmp_path):
 
 @pytest.mark.slow
 def test_notebook_01_batch_size_reaches_every_loop(tmp_path):
-    saved = run_with_override("01_the_question.ipynb", "batch_size = 3000  # exercise 2, followed as written",
-                              tmp_path)
+    saved = run_with_override("01_the_question.ipynb", "batch_size = 3000  # exercise 2, followed as written", tmp_path)
     samples = saved["provenance"]["knobs"]["samples"]
     assert saved["provenance"]["knobs"]["batch_size"] == 3000
     # every loop, timed or not, made the batches a 3000-sample batch makes: ceil(samples / 3000)
-    assert {r["loop"]: r["batches_per_epoch"] for r in saved["rows"]} == \
-           {r["loop"]: -(-samples // 3000) for r in saved["rows"]}
+    assert {r["loop"]: r["batches_per_epoch"] for r in saved["rows"]} == {
+        r["loop"]: -(-samples // 3000) for r in saved["rows"]
+    }

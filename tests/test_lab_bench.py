@@ -59,15 +59,21 @@ def test_defaults_block_reaches_a_measuring_call(path):
         return
     assert len(defaults) == 1, f"{path.name}: tag exactly one code cell `defaults` (has {len(defaults)})"
     lost = lab_bench.unreached_knobs(nb)
-    assert not lost, (f"{path.name}: defaults {', '.join(lost)} never reach a measuring call "
-                      "(pass them to the experiment, load, data or measure call that times)")
+    assert not lost, (
+        f"{path.name}: defaults {', '.join(lost)} never reach a measuring call "
+        "(pass them to the experiment, load, data or measure call that times)"
+    )
 
 
 def test_the_defaults_rule_catches_a_knob_that_goes_nowhere():
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from fastloops_helpers.experiments import loops\nfrom fastloops_helpers import measure"),
-                nbformat.v4.new_code_cell("batch_size = 300  # b\nsteps = 4  # s", metadata={"tags": ["defaults"]}),
-                nbformat.v4.new_code_cell("n = batch_size * 2\nprint(steps)\nresult = loops.run_loops(batch_size=n)")]
+    nb.cells = [
+        nbformat.v4.new_code_cell(
+            "from fastloops_helpers.experiments import loops\nfrom fastloops_helpers import measure"
+        ),
+        nbformat.v4.new_code_cell("batch_size = 300  # b\nsteps = 4  # s", metadata={"tags": ["defaults"]}),
+        nbformat.v4.new_code_cell("n = batch_size * 2\nprint(steps)\nresult = loops.run_loops(batch_size=n)"),
+    ]
     assert lab_bench.unreached_knobs(nb) == ["steps"]
     nb.cells[2].source += "\nmeasure.interleaved({'a': lambda: sum(range(steps))})"
     assert lab_bench.unreached_knobs(nb) == []
@@ -105,8 +111,9 @@ def test_solutions_leave_later_cells_alone(path):
 
 
 def test_the_solution_rules_catch_a_bad_solution():
-    ok = nbformat.v4.new_code_cell("found = 2 + 2\nprint(found)\nassert found == 4",
-                                   metadata={"tags": ["solution", "nbval-ignore-output"]})
+    ok = nbformat.v4.new_code_cell(
+        "found = 2 + 2\nprint(found)\nassert found == 4", metadata={"tags": ["solution", "nbval-ignore-output"]}
+    )
     assert lab_bench.solution_problems("1. Add two and two.", ok) == []
     bad = nbformat.v4.new_code_cell("measure.save_results('x', {})\nprint(1)", metadata={"tags": ["solution"]})
     found = " ".join(lab_bench.solution_problems("1. Save.", bad))

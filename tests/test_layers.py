@@ -7,8 +7,20 @@ import fastloops_helpers
 
 PACKAGE = Path(fastloops_helpers.__file__).parent
 # a module may import its own layer or lower ones; data may use load's walkers, load never reads data
-LAYER = {"config": 0, "atomic": 0, "extras": 0, "tree": 0, "models": 0, "measure": 1, "load": 2, "data": 3, "teach": 4,
-         "experiments": 5, "book": 6, "__init__": 7}
+LAYER = {
+    "config": 0,
+    "atomic": 0,
+    "extras": 0,
+    "tree": 0,
+    "models": 0,
+    "measure": 1,
+    "load": 2,
+    "data": 3,
+    "teach": 4,
+    "experiments": 5,
+    "book": 6,
+    "__init__": 7,
+}
 
 
 def layer_of(parts: tuple[str, ...]) -> int:
@@ -20,7 +32,7 @@ def internal_imports(path: Path):
     here = path.relative_to(PACKAGE).parts
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.level:
-            base = here[:len(here) - node.level]
+            base = here[: len(here) - node.level]
             target = base + tuple((node.module or "").split(".")) if node.module else base
             names = [a.name for a in node.names] if not node.module or not target else [None]
             yield from ((target + (n,)) if n else target for n in names)
@@ -43,9 +55,26 @@ def test_imports_point_one_way():
 
 
 def test_the_public_api_imports():
-    from fastloops_helpers import (BatchLoader, CUDAPrefetcher, ThreadPrefetcher, load_memmap,  # noqa: F401
-                                   measure, move_to, write_memmap)
+    from fastloops_helpers import (
+        BatchLoader,
+        CUDAPrefetcher,
+        ThreadPrefetcher,
+        load_memmap,
+        measure,
+        move_to,
+        write_memmap,
+    )
 
-    assert set(fastloops_helpers.__all__) >= {"BatchLoader", "CUDAPrefetcher", "ThreadPrefetcher", "move_to",
-                                              "write_memmap", "load_memmap", "measure"}
+    imported = (BatchLoader, CUDAPrefetcher, ThreadPrefetcher, load_memmap, measure, move_to, write_memmap)
+    assert all(obj is not None for obj in imported)
+
+    assert set(fastloops_helpers.__all__) >= {
+        "BatchLoader",
+        "CUDAPrefetcher",
+        "ThreadPrefetcher",
+        "move_to",
+        "write_memmap",
+        "load_memmap",
+        "measure",
+    }
     assert all(hasattr(fastloops_helpers, name) for name in fastloops_helpers.__all__)

@@ -13,8 +13,13 @@ from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, collate_batch
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
-options = dict(n=st.integers(0, 60), batch_size=st.integers(1, 16), drop_last=st.booleans(),
-               seed=st.integers(0, 2**40), shuffle=st.sampled_from([False, True]))
+options = dict(
+    n=st.integers(0, 60),
+    batch_size=st.integers(1, 16),
+    drop_last=st.booleans(),
+    seed=st.integers(0, 2**40),
+    shuffle=st.sampled_from([False, True]),
+)
 
 
 def _epoch(loader):
@@ -66,8 +71,15 @@ def test_shards_match_distributed_sampler(n, batch_size, drop_last, seed, shuffl
         return
     shards = []
     for rank in range(world_size):
-        loader = BatchLoader(torch.arange(n), batch_size, shuffle=shuffle, drop_last=drop_last, seed=seed,
-                             rank=rank, world_size=world_size)
+        loader = BatchLoader(
+            torch.arange(n),
+            batch_size,
+            shuffle=shuffle,
+            drop_last=drop_last,
+            seed=seed,
+            rank=rank,
+            world_size=world_size,
+        )
         ref = DistributedSampler(range(n), num_replicas=world_size, rank=rank, shuffle=False, drop_last=drop_last)
         assert loader.num_samples() == ref.num_samples
         shards.append(loader.indices().tolist())
@@ -149,18 +161,24 @@ def test_row_bytes_and_gather_primitives_agree():
             rows.CPU_GATHER = old
 
 
-@pytest.mark.parametrize("bad, message", [
-    (dict(data={"a": torch.zeros(3), "b": torch.zeros(4)}), r"different numbers of rows \(data\['a'\]: 3, data\['b'\]: 4\)"),
-    (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
-    (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
-    (dict(rank=2, world_size=2), r"rank must be in \[0, world_size=2\), got rank=2"),
-    (dict(world_size=0), "world_size must be >= 1, got 0"),
-    (dict(shuffle="yes"), "shuffle must be False, True or 'grouped', got 'yes'"),
-    (dict(data=[1, 2, 3]), r"data\[0\] is a int, which cannot be indexed by a batch"),
-    (dict(data={1, 2}), "data is a set, which cannot be indexed by a batch"),
-    (dict(data=torch.tensor(3.0)), "0-d tensor: it has no rows"),
-    (dict(data=np.array(["a", "b"], dtype=object)), "numpy dtype object, which torch cannot hold"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        (
+            dict(data={"a": torch.zeros(3), "b": torch.zeros(4)}),
+            r"different numbers of rows \(data\['a'\]: 3, data\['b'\]: 4\)",
+        ),
+        (dict(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (dict(batch_size=2.5), "batch_size must be an integer >= 1, got 2.5"),
+        (dict(rank=2, world_size=2), r"rank must be in \[0, world_size=2\), got rank=2"),
+        (dict(world_size=0), "world_size must be >= 1, got 0"),
+        (dict(shuffle="yes"), "shuffle must be False, True or 'grouped', got 'yes'"),
+        (dict(data=[1, 2, 3]), r"data\[0\] is a int, which cannot be indexed by a batch"),
+        (dict(data={1, 2}), "data is a set, which cannot be indexed by a batch"),
+        (dict(data=torch.tensor(3.0)), "0-d tensor: it has no rows"),
+        (dict(data=np.array(["a", "b"], dtype=object)), "numpy dtype object, which torch cannot hold"),
+    ],
+)
 def test_bad_input_names_the_problem(bad, message):
     kwargs = dict(data=torch.arange(4), batch_size=2) | bad
     with pytest.raises((ValueError, TypeError), match=message):
@@ -179,6 +197,7 @@ def test_len_counts_batches_per_rank():
 def test_grouped_shuffle_covers_every_index_and_repeats_per_seed(n, batch_size, group_size, seed):
     def make():
         return BatchLoader(torch.arange(n), batch_size, shuffle="grouped", group_size=group_size, seed=seed)
+
     first = _epoch(make())
     assert sorted(i for b in first for i in b) == list(range(n))
     assert first == _epoch(make())
@@ -189,7 +208,7 @@ def test_unshuffled_batches_of_strided_data_are_views_in_order():
     base = torch.arange(40).view(20, 2)
     strided = base[:, 1]  # stride 2: batches must still be cut along rows, without a copy
     batches = list(BatchLoader(strided, 6))
-    assert [b.tolist() for b in batches] == [strided[i:i + 6].tolist() for i in range(0, 20, 6)]
+    assert [b.tolist() for b in batches] == [strided[i : i + 6].tolist() for i in range(0, 20, 6)]
     assert batches[0].data_ptr() == strided.data_ptr()
 
 

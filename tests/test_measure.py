@@ -7,8 +7,7 @@ from fastloops_helpers import measure
 
 
 def test_summary_against_hand_computed_values():
-    table = measure.summarize({"base": [1.0, 2.0, 3.0, 4.0, 10.0], "fast": [0.5, 0.5, 1.0, 1.0, 1.5]},
-                             baseline="base")
+    table = measure.summarize({"base": [1.0, 2.0, 3.0, 4.0, 10.0], "fast": [0.5, 0.5, 1.0, 1.0, 1.5]}, baseline="base")
     # p95 with linear interpolation: position 0.95 * 4 = 3.8 -> 4 + 0.8 * (10 - 4) = 8.8
     assert table.loc["base", "p95"] == pytest.approx(8.8)
     assert table.loc["base", "mean"] == pytest.approx(4.0)
@@ -37,6 +36,7 @@ def test_measure_warms_up_then_repeats():
 
 def test_timer_measures_elapsed_time():
     import time
+
     with measure.Timer() as t:
         time.sleep(0.02)
     assert 0.015 < t.seconds < 1.0
@@ -54,8 +54,14 @@ def test_hardware_line_names_machine_and_versions():
 
 def test_save_results_writes_documented_keys(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")
-    path = measure.save_results("demo", {"ratio": np.float64(2.5)}, rows=[{"n": np.int64(3)}],
-                               knobs={"batch_size": 300}, repeats=5, path=tmp_path / "demo.json")
+    path = measure.save_results(
+        "demo",
+        {"ratio": np.float64(2.5)},
+        rows=[{"n": np.int64(3)}],
+        knobs={"batch_size": 300},
+        repeats=5,
+        path=tmp_path / "demo.json",
+    )
     doc = json.loads(path.read_text())
     assert set(doc) == {"name", "provenance", "rows", "figures"}
     assert doc["figures"] == {"ratio": 2.5} and doc["rows"] == [{"n": 3}]
@@ -74,7 +80,7 @@ def test_interleaved_shuffle_runs_every_function_once_per_round_in_varying_order
     fns = {k: (lambda k=k: calls.append(k)) for k in "abcd"}
     seconds = measure.interleaved(fns, repeat=12, warmup=0, shuffle=True)
     assert {k: len(v) for k, v in seconds.items()} == dict.fromkeys("abcd", 12)
-    rounds = [tuple(calls[i:i + 4]) for i in range(0, 48, 4)]
+    rounds = [tuple(calls[i : i + 4]) for i in range(0, 48, 4)]
     assert all(sorted(r) == list("abcd") for r in rounds)
     assert len(set(rounds)) > 1  # not always the same order
     calls.clear()
@@ -94,8 +100,9 @@ def test_per_call_divides_by_the_calls_per_round():
 
 def test_per_call_without_a_number_fills_about_a_block():
     counts = {"fast": 0}
-    measure.per_call({"fast": lambda: counts.__setitem__("fast", counts["fast"] + 1)}, repeat=1, warmup=0,
-                     block_s=0.001)
+    measure.per_call(
+        {"fast": lambda: counts.__setitem__("fast", counts["fast"] + 1)}, repeat=1, warmup=0, block_s=0.001
+    )
     assert counts["fast"] > 10  # a no-op is far shorter than a ms: many calls per round
 
 
@@ -109,9 +116,11 @@ def test_predicted_prints_within_or_missed(capsys):
     assert not measure.predicted("ratio", 0, 1.0, 1.2, "x")
     assert measure.predicted("speed-up", 3, float("inf"), 4.0)
     out = capsys.readouterr().out.splitlines()
-    assert out == ["copy: predicted 5-20 GB/s, measured 12.5 GB/s: within",
-                   "ratio: predicted <= 1x, measured 1.2x: missed",
-                   "speed-up: predicted >= 3, measured 4: within"]
+    assert out == [
+        "copy: predicted 5-20 GB/s, measured 12.5 GB/s: within",
+        "ratio: predicted <= 1x, measured 1.2x: missed",
+        "speed-up: predicted >= 3, measured 4: within",
+    ]
 
 
 def test_progress_shows_a_bar_only_for_loops_longer_than_min_steps(capsys):
@@ -120,7 +129,7 @@ def test_progress_shows_a_bar_only_for_loops_longer_than_min_steps(capsys):
     list(display.progress(range(display.MIN_STEPS), desc="short"))
     assert "short" not in capsys.readouterr().err
     list(display.progress(range(display.MIN_STEPS + 1), desc="long"))
-    assert f"long: 100%" in capsys.readouterr().err
+    assert "long: 100%" in capsys.readouterr().err
 
 
 def test_median_interval_uses_order_statistics():
@@ -150,11 +159,18 @@ def test_rounds_are_added_until_the_interval_is_narrow_or_the_budget_is_spent():
 
     from fastloops_helpers.measure import interleaved_until_steady
 
-    steady = interleaved_until_steady({"a": lambda: _time.sleep(0.002), "b": lambda: _time.sleep(0.001)}, "a", "b",
-                                      rounds=6, halfwidth=10.0)
+    steady = interleaved_until_steady(
+        {"a": lambda: _time.sleep(0.002), "b": lambda: _time.sleep(0.001)}, "a", "b", rounds=6, halfwidth=10.0
+    )
     assert len(steady["a"]) == len(steady["b"]) == 6  # already narrow enough: no extra round
     noisy_a = itertools.cycle([0.001, 0.006, 0.002, 0.005])
-    noisy = interleaved_until_steady({"a": lambda: _time.sleep(next(noisy_a)), "b": lambda: _time.sleep(0.002)},
-                                     "a", "b", rounds=6, halfwidth=0.001, budget=2.0)
+    noisy = interleaved_until_steady(
+        {"a": lambda: _time.sleep(next(noisy_a)), "b": lambda: _time.sleep(0.002)},
+        "a",
+        "b",
+        rounds=6,
+        halfwidth=0.001,
+        budget=2.0,
+    )
     assert len(noisy["a"]) == len(noisy["b"]) > 6  # too wide: rounds were added, until about twice the time
     assert len(noisy["a"]) < 6 * 4

@@ -84,54 +84,91 @@ def _report(path: Path, rule: str, offences: list[str]) -> str:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_markdown_states_no_measured_numbers(path):
     allowed = seed_figures()
-    offences = [f"cell {i}: {text}" for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "markdown"
-                for text in unexplained_numbers(_source(cell), allowed)]
-    assert not offences, _report(path, "numbers come from code: markdown states only seed figures (claims "
-                                       "registry) and predictions ('**Prediction'/'**Estimate' paragraphs, "
-                                       "'=' arithmetic)", offences)
+    offences = [
+        f"cell {i}: {text}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "markdown"
+        for text in unexplained_numbers(_source(cell), allowed)
+    ]
+    assert not offences, _report(
+        path,
+        "numbers come from code: markdown states only seed figures (claims "
+        "registry) and predictions ('**Prediction'/'**Estimate' paragraphs, "
+        "'=' arithmetic)",
+        offences,
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_markdown_commented_out_in_code(path):
-    offences = [f"cell {i}: {m.group(0).strip()[:100]}" for i, cell in enumerate(_cells(path))
-                if cell["cell_type"] == "code" for m in COMMENTED_HEADING.finditer(_source(cell))]
-    assert not offences, _report(path, "no markdown commented out in code cells (a '# ## heading' never renders)",
-                                 offences)
+    offences = [
+        f"cell {i}: {m.group(0).strip()[:100]}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for m in COMMENTED_HEADING.finditer(_source(cell))
+    ]
+    assert not offences, _report(
+        path, "no markdown commented out in code cells (a '# ## heading' never renders)", offences
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_absolute_paths_in_outputs(path):
-    offences = [f"cell {i}: {m.group(0)[:100]}" for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "code"
-                for out in cell.get("outputs", []) for m in ABSOLUTE_PATH.finditer(_text(out))]
+    offences = [
+        f"cell {i}: {m.group(0)[:100]}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for out in cell.get("outputs", [])
+        for m in ABSOLUTE_PATH.finditer(_text(out))
+    ]
     assert not offences, _report(path, "paths printed relative to the project root (config.rel)", offences)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_progress_bars_stored_as_one_line(path):
-    offences = [f"cell {i}: {out.get('name', out.get('output_type'))} output" for i, cell in enumerate(_cells(path))
-                if cell["cell_type"] == "code" for out in cell.get("outputs", []) if "\r" in _text(out)]
-    assert not offences, _report(path, "one line per progress bar (re-run with python -m "
-                                       "fastloops_helpers.book.notebooks run: it resolves carriage returns)", offences)
+    offences = [
+        f"cell {i}: {out.get('name', out.get('output_type'))} output"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for out in cell.get("outputs", [])
+        if "\r" in _text(out)
+    ]
+    assert not offences, _report(
+        path,
+        "one line per progress bar (re-run with python -m "
+        "fastloops_helpers.book.notebooks run: it resolves carriage returns)",
+        offences,
+    )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_warnings_in_outputs(path):
-    offences = [f"cell {i}: {m.group(0)} ... {_text(out)[m.start():m.start() + 100]!r}"
-                for i, cell in enumerate(_cells(path)) if cell["cell_type"] == "code"
-                for out in cell.get("outputs", []) for m in WARNING.finditer(_text(out))]
+    offences = [
+        f"cell {i}: {m.group(0)} ... {_text(out)[m.start() : m.start() + 100]!r}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for out in cell.get("outputs", [])
+        for m in WARNING.finditer(_text(out))
+    ]
     assert not offences, _report(path, "no warnings noise in stored outputs", offences)
 
 
 def test_no_progress_bar_stored_on_stderr():
     counts = {}
     for path in NOTEBOOKS:
-        n = sum(1 for cell in _cells(path) if cell["cell_type"] == "code" for out in cell.get("outputs", [])
-                if out.get("name") == "stderr" and PROGRESS_BAR.search(_text(out)))
+        n = sum(
+            1
+            for cell in _cells(path)
+            if cell["cell_type"] == "code"
+            for out in cell.get("outputs", [])
+            if out.get("name") == "stderr" and PROGRESS_BAR.search(_text(out))
+        )
         if n:
             counts[path.name] = n
     assert not counts, (
         f"stored stderr progress outputs (a red block on GitHub): {counts}; re-run with python -m "
-        "fastloops_helpers.book.notebooks run, which stores the finished bars of nbval-ignore-output cells as text")
+        "fastloops_helpers.book.notebooks run, which stores the finished bars of nbval-ignore-output cells as text"
+    )
 
 
 def test_the_number_scanner_flags_measurements_and_exempts_seeds_and_predictions():
@@ -140,7 +177,8 @@ def test_the_number_scanner_flags_measurements_and_exempts_seeds_and_predictions
     assert unexplained_numbers("The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.", allowed) == [
         "'12 ms' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.",
         "'3.5 GB/s' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.",
-        "'2.2x' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster."]
+        "'2.2x' in: The loop takes 12 ms here, 3.5 GB/s and 2.2x faster.",
+    ]
     assert unexplained_numbers("The slide: 122 µs vs 3.42 µs (36x).", allowed) == []
     assert unexplained_numbers("**Prediction.** 2 cores, so at most 2x;\nabout 40 % idle.", allowed) == []
     assert unexplained_numbers("93 features x 4 B = 372 B per row, 1024 rows = 0.4 ms at 1 GB/s.", allowed) == []

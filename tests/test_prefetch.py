@@ -96,7 +96,9 @@ def test_cpu_prefetcher_passes_batches_through_and_warns_once():
 
 def test_one_ahead_stages_the_next_batch_before_handing_out_the_current():
     log = []
-    gen = one_ahead(range(3), stage=lambda b: log.append(f"stage {b}") or b, ready=lambda b: log.append(f"ready {b}") or b)
+    gen = one_ahead(
+        range(3), stage=lambda b: log.append(f"stage {b}") or b, ready=lambda b: log.append(f"ready {b}") or b
+    )
     assert list(gen) == [0, 1, 2]
     assert log == ["stage 0", "stage 1", "ready 0", "stage 2", "ready 1", "ready 2"]
 

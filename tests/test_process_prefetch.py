@@ -95,6 +95,7 @@ def test_a_child_that_dies_is_reported_with_its_exit_code():
     def dying():
         yield torch.ones(1)
         import os
+
         os._exit(7)
 
     with pytest.raises(RuntimeError, match="exited with code 7"):

@@ -20,12 +20,18 @@ def toy_notebook() -> nbformat.NotebookNode:
     plot.outputs = [nbformat.v4.new_output("display_data", data={"image/png": PNG, "text/plain": "<Figure>"})]
     save = code('print("saved", measure.save_results("x", figures).name)')
     save.outputs = [nbformat.v4.new_output("stream", name="stdout", text="saved x.json\n")]
-    cells = [md("# 99 · Toy\n\n| | |\n|---|---|\n| **Question** | Is `x` fast? |"),
-             code("import torch\nprint(config.describe())"),
-             md("## 1. Predict\n\nSome prose."), code("x = 1"), plot,
-             md("The plot shows x.\n\n## 2. Measure\n\nMore prose."),
-             code("\n".join(f"y{i} = {i}" for i in range(25))),
-             md("### A detail"), save, md("## Exercises")]
+    cells = [
+        md("# 99 · Toy\n\n| | |\n|---|---|\n| **Question** | Is `x` fast? |"),
+        code("import torch\nprint(config.describe())"),
+        md("## 1. Predict\n\nSome prose."),
+        code("x = 1"),
+        plot,
+        md("The plot shows x.\n\n## 2. Measure\n\nMore prose."),
+        code("\n".join(f"y{i} = {i}" for i in range(25))),
+        md("### A detail"),
+        save,
+        md("## Exercises"),
+    ]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
     return nb
@@ -39,8 +45,19 @@ def test_slide_rules_on_a_toy_notebook():
     nb = slides.tag(toy_notebook())
     # the markdown cell with a mid-cell heading is split: 10 cells become 11
     assert [c.source.splitlines()[0] for c in nb.cells[5:7]] == ["The plot shows x.", "## 2. Measure"]
-    assert kinds(nb) == ["slide", "skip", "slide", "-", "subslide", "subslide", "slide", "subslide",
-                         "subslide", "skip", "slide"]
+    assert kinds(nb) == [
+        "slide",
+        "skip",
+        "slide",
+        "-",
+        "subslide",
+        "subslide",
+        "slide",
+        "subslide",
+        "subslide",
+        "skip",
+        "slide",
+    ]
     assert nb.cells[6].id != nb.cells[5].id
     nbformat.validate(nb)
 
@@ -77,7 +94,9 @@ def test_twin_check_catches_an_edited_cell_and_an_orphan(tmp_path):
     assert twins.stale([path]) == [twins.twin_path(path)]
     twins.write([path])
     assert twins.stale([path]) == []
-    assert "# %% [markdown]" in twins.twin_path(path).read_text() and "image/png" not in twins.twin_path(path).read_text()
+    assert (
+        "# %% [markdown]" in twins.twin_path(path).read_text() and "image/png" not in twins.twin_path(path).read_text()
+    )
     nb = nbformat.read(path, as_version=4)
     nb.cells[3].source = "x = 2"
     nb.cells[4].outputs = []  # outputs alone never make a twin stale; the source edit does
@@ -133,8 +152,12 @@ def test_site_pages_link_in_sequence_and_say_when_there_is_no_report(tmp_path):
     assert all(f'href="0{n}_toy.html"' in text for n in (1, 2, 3)) and "Is <code>x</code> fast?" in text
     assert "does not exist yet" in text and "make reproduce" in text
     middle = (tmp_path / "site" / "02_toy.html").read_text()
-    links = {rel: href for a in re.findall(r"<a [^>]*>", middle)
-             for rel in re.findall(r'rel="(\w+)"', a) for href in re.findall(r'href="([^"]+)"', a)}
+    links = {
+        rel: href
+        for a in re.findall(r"<a [^>]*>", middle)
+        for rel in re.findall(r'rel="(\w+)"', a)
+        for href in re.findall(r'href="([^"]+)"', a)
+    }
     assert links == {"prev": "01_toy.html", "next": "03_toy.html"} and 'href="index.html"' in middle
     assert not re.findall(r"""(?:src|href)=["']https?://""", middle)
 
@@ -176,9 +199,14 @@ def test_hardware_line_is_found_in_stored_outputs():
 
 def test_site_folds_solutions_and_the_deck_leaves_them_out(tmp_path):
     nb = toy_notebook()
-    nb.cells += [nbformat.v4.new_markdown_cell("## Exercises"), nbformat.v4.new_markdown_cell("**1.** Add."),
-                 nbformat.v4.new_code_cell("answer_cell_marker = 2 + 2\nassert answer_cell_marker == 4",
-                                           metadata={"tags": ["solution", "nbval-ignore-output"]})]
+    nb.cells += [
+        nbformat.v4.new_markdown_cell("## Exercises"),
+        nbformat.v4.new_markdown_cell("**1.** Add."),
+        nbformat.v4.new_code_cell(
+            "answer_cell_marker = 2 + 2\nassert answer_cell_marker == 4",
+            metadata={"tags": ["solution", "nbval-ignore-output"]},
+        ),
+    ]
     path = tmp_path / "01_toy.ipynb"
     nbformat.write(slides.tag(nb), path)
     page = (site.build([path], tmp_path / "site", results=tmp_path / "none").parent / "01_toy.html").read_text()
@@ -195,4 +223,4 @@ def test_api_reference_documents_the_public_names_and_links_notebooks(tmp_path):
     assert all(f'id="{name}"' in page for name in fastloops_helpers.__all__ if name != "measure")
     assert '<a href="../03_custom_loader.html">notebooks/03_custom_loader.ipynb</a>' in page
     assert 'href="api/fastloops_helpers.html"' in index.read_text()
-    assert "id=\"verdict\"" in (index.parent / "api" / "fastloops_helpers" / "measure.html").read_text()
+    assert 'id="verdict"' in (index.parent / "api" / "fastloops_helpers" / "measure.html").read_text()

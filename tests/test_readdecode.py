@@ -13,8 +13,11 @@ def test_storage_reads_the_whole_file_both_ways(tmp_path):
     with pytest.raises(ValueError, match="chunk must be >= 1"):
         storage.read_cached(path, chunk=0)
     rate, method = storage.read_cold(path)
-    assert rate > 0 and method in ("O_DIRECT", "posix_fadvise(DONTNEED), then a plain read",
-                                   "page cache (no way to bypass it here)")
+    assert rate > 0 and method in (
+        "O_DIRECT",
+        "posix_fadvise(DONTNEED), then a plain read",
+        "page cache (no way to bypass it here)",
+    )
 
 
 def test_every_found_decoder_returns_rgb_close_to_pillow():

@@ -3,19 +3,20 @@ import json
 import nbformat
 
 from fastloops_helpers import measure
-from fastloops_helpers.book import report
-from fastloops_helpers.book import notebooks
+from fastloops_helpers.book import notebooks, report
 
 
 def test_report_gathers_every_saved_result(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "smoke")  # the times below are a smoke run's
-    measure.save_results("01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}],
-                        path=tmp_path / "01_the_question.json")
+    measure.save_results(
+        "01_the_question", {"ratio": 3.0}, rows=[{"loop": "numpy", "ms": 1.5}], path=tmp_path / "01_the_question.json"
+    )
     measure.save_results("bench-loops", {"helpers_over_numpy": 0.5}, path=tmp_path / "bench-loops.json")
     (tmp_path / "01_the_question-bars.png").write_bytes(b"png")
     (tmp_path / "notes.json").write_text(json.dumps([1, 2]))  # not a result: ignored
-    (tmp_path / "notebook_times.json").write_text(json.dumps(
-        {"scale": "smoke", "seconds": {"00_setup.ipynb": 2.0, "01_the_question.ipynb": 3.0}, "failed": []}))
+    (tmp_path / "notebook_times.json").write_text(
+        json.dumps({"scale": "smoke", "seconds": {"00_setup.ipynb": 2.0, "01_the_question.ipynb": 3.0}, "failed": []})
+    )
     text = report.build(tmp_path).read_text()
     assert "## 01_the_question" in text and "## bench-loops" in text
     assert "| ratio | 3 |" in text and "| numpy | 1.5 |" in text
@@ -44,10 +45,12 @@ def test_clean_drops_volatile_metadata_and_keeps_counts():
 
 def test_stored_progress_bar_keeps_its_final_line_and_streams_coalesce():
     frames = "".join(f"\repochs: {10 * i}%|{'#' * i}{' ' * (10 - i)}| {i}/10" for i in range(11)) + "\n"
-    outs = [nbformat.v4.new_output("stream", name="stderr", text=frames[:40]),
-            nbformat.v4.new_output("stream", name="stdout", text="a\n"),
-            nbformat.v4.new_output("stream", name="stderr", text=frames[40:]),
-            nbformat.v4.new_output("stream", name="stdout", text="b\n")]
+    outs = [
+        nbformat.v4.new_output("stream", name="stderr", text=frames[:40]),
+        nbformat.v4.new_output("stream", name="stdout", text="a\n"),
+        nbformat.v4.new_output("stream", name="stderr", text=frames[40:]),
+        nbformat.v4.new_output("stream", name="stdout", text="b\n"),
+    ]
     merged = notebooks.coalesce_streams(outs)
     assert [o["name"] for o in merged] == ["stderr", "stdout"]
     assert merged[0]["text"] == "epochs: 100%|##########| 10/10\n" and merged[1]["text"] == "a\nb\n"
@@ -55,8 +58,10 @@ def test_stored_progress_bar_keeps_its_final_line_and_streams_coalesce():
 
 def test_finished_bars_of_an_uncompared_cell_are_stored_as_plain_text_in_order():
     bar = "load only: 100%|##########| 9/9\n"
-    outs = [nbformat.v4.new_output("stream", name="stderr", text=bar),
-            nbformat.v4.new_output("stream", name="stdout", text="table\n")]
+    outs = [
+        nbformat.v4.new_output("stream", name="stderr", text=bar),
+        nbformat.v4.new_output("stream", name="stdout", text="table\n"),
+    ]
     assert [(o["name"], o["text"]) for o in notebooks.bars_as_text(outs)] == [("stdout", bar + "table\n")]
     alone = notebooks.bars_as_text([nbformat.v4.new_output("stream", name="stderr", text=bar)])
     assert [o["name"] for o in alone] == ["stdout"]
@@ -82,8 +87,11 @@ def test_run_time_card_is_generated_at_the_marker(tmp_path, monkeypatch):
     times = notebooks.save_times(tmp_path / "t.json", {"05_x.ipynb": 95.0}, [], "2026-01-03T00:00:00+00:00", "workshop")
     assert set(times) == {"smoke", "workshop"}  # each run is filed under the scale it ran at
     nb = nbformat.v4.new_notebook()
-    nb.cells.append(nbformat.v4.new_markdown_cell(
-        f"# 05 · X\n\n| | |\n|---|---|\n| **Run time** | {notebooks.RUN_TIME_MARKER} old text |\n"))
+    nb.cells.append(
+        nbformat.v4.new_markdown_cell(
+            f"# 05 · X\n\n| | |\n|---|---|\n| **Run time** | {notebooks.RUN_TIME_MARKER} old text |\n"
+        )
+    )
     path = tmp_path / "05_x.ipynb"
     nbformat.write(nb, path)
     assert notebooks.refresh_card(path, times)
@@ -99,11 +107,14 @@ def test_duration_formats():
 def test_readme_blocks_are_rewritten_and_the_rest_kept(tmp_path):
     measure.save_results("bench-gather", {"helpers_gb_per_s": 3.5}, path=tmp_path / "bench-gather.json")
     readme = tmp_path / "README.md"
-    readme.write_text("intro\n<!-- generated: benchmarks (make reproduce) -->\nold\n<!-- /generated: benchmarks -->\n"
-                      "outro\n")
+    readme.write_text(
+        "intro\n<!-- generated: benchmarks (make reproduce) -->\nold\n<!-- /generated: benchmarks -->\noutro\n"
+    )
     assert report.rewrite_readme(readme, tmp_path) == ["benchmarks"]
     text = readme.read_text()
-    assert text.startswith("intro\n<!-- generated: benchmarks") and text.endswith("<!-- /generated: benchmarks -->\noutro\n")
+    assert text.startswith("intro\n<!-- generated: benchmarks") and text.endswith(
+        "<!-- /generated: benchmarks -->\noutro\n"
+    )
     assert "| gather | helpers_gb_per_s | >= 3 GB/s | 3.5 | met |" in text and "\nold\n" not in text
 
 
@@ -122,7 +133,7 @@ def test_rel_prints_paths_without_the_machine(monkeypatch, tmp_path):
     assert config.rel(config.project_root() / "results" / "a.json") == "results/a.json"
     assert config.rel(tmp_path / "shared" / "otto" / "x.npy") == "$FASTLOOPS_DATA/otto/x.npy"
     assert config.rel("/somewhere/else/file.txt") == "file.txt"
-    assert "/" not in config.describe().split("data=")[1].split(",")[0].lstrip("$FASTLOOPS_DATA")
+    assert "/" not in config.describe().split("data=")[1].split(",")[0].removeprefix("$FASTLOOPS_DATA")
 
 
 def test_the_conclusion_runs_after_the_notebooks_it_reads():

@@ -3,7 +3,11 @@ import pytest
 import torch
 
 from fastloops_helpers.load.order import EpochOrder, grouped_permutation
-from fastloops_helpers.teach.quasi_random import batch_class_entropy, quasi_random_permutation, slide_grouped_permutation
+from fastloops_helpers.teach.quasi_random import (
+    batch_class_entropy,
+    quasi_random_permutation,
+    slide_grouped_permutation,
+)
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -48,8 +52,9 @@ def test_grouped_permutation_uses_several_inner_orders():
 
 
 def test_grouped_permutation_partial_group_moves_around():
-    slots = {int((grouped_permutation(25, 10, torch.Generator().manual_seed(s)) >= 20).nonzero()[0]) // 10
-             for s in range(30)}
+    slots = {
+        int((grouped_permutation(25, 10, torch.Generator().manual_seed(s)) >= 20).nonzero()[0]) // 10 for s in range(30)
+    }
     assert slots == {0, 1, 2}
 
 

@@ -16,8 +16,9 @@ def test_student_copies_keep_the_prose_and_drop_the_answers(tmp_path):
     for path in NOTEBOOKS:
         source, copy = nbformat.read(path, as_version=4), nbformat.read(tmp_path / path.name, as_version=4)
         assert len(copy.cells) == len(source.cells)
-        assert [c.source for c in copy.cells if c.cell_type == "markdown"] == \
-               [c.source for c in source.cells if c.cell_type == "markdown"]
+        assert [c.source for c in copy.cells if c.cell_type == "markdown"] == [
+            c.source for c in source.cells if c.cell_type == "markdown"
+        ]
         code = [c for c in copy.cells if c.cell_type == "code"]
         assert all(not c.outputs and c.execution_count is None for c in code)
         assert not any("solution" in c.metadata.get("tags", []) for c in copy.cells)
@@ -27,9 +28,15 @@ def test_student_copies_keep_the_prose_and_drop_the_answers(tmp_path):
 
 def test_a_solution_is_replaced_by_an_empty_answer_cell():
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_markdown_cell("**1.** Try it."),
-                nbformat.v4.new_code_cell("x = 1\nassert x", metadata={"tags": ["solution", "nbval-ignore-output"]},
-                                          outputs=[nbformat.v4.new_output("stream", text="1\n")], execution_count=3)]
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("**1.** Try it."),
+        nbformat.v4.new_code_cell(
+            "x = 1\nassert x",
+            metadata={"tags": ["solution", "nbval-ignore-output"]},
+            outputs=[nbformat.v4.new_output("stream", text="1\n")],
+            execution_count=3,
+        ),
+    ]
     copy = student.student_copy(nb)
     assert copy.cells[1].source == student.ANSWER_HERE and copy.cells[1].outputs == []
     assert nb.cells[1].source.startswith("x = 1")  # the original is untouched

@@ -35,8 +35,15 @@ def loader_threads():
 
 
 @settings(max_examples=40, deadline=None)
-@given(n=st.integers(0, 40), batch_size=st.integers(1, 9), threads=st.integers(1, 4), drop_last=st.booleans(),
-       world_size=st.integers(1, 3), shuffle=st.booleans(), prefetch=st.integers(1, 3))
+@given(
+    n=st.integers(0, 40),
+    batch_size=st.integers(1, 9),
+    threads=st.integers(1, 4),
+    drop_last=st.booleans(),
+    world_size=st.integers(1, 3),
+    shuffle=st.booleans(),
+    prefetch=st.integers(1, 3),
+)
 def test_same_batches_as_batchloader(n, batch_size, threads, drop_last, world_size, shuffle, prefetch):
     ranks = []
     for rank in range(world_size):
@@ -95,14 +102,33 @@ def test_no_thread_left_after_break_and_close():
 def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_threading():
     from fastloops_helpers.experiments import threads as exp
 
-    rows = [{"pipeline": "DataLoader 1 worker", "img_per_s": 100.0, "cpu_s_per_img": 0.02, "pss_mb": 500.0,
-             "added_pss_mb": 100.0},
-            {"pipeline": "DataLoader 2 workers", "img_per_s": 150.0, "cpu_s_per_img": 0.02, "pss_mb": 600.0,
-             "added_pss_mb": 200.0},
-            {"pipeline": "ThreadLoader 4 threads", "img_per_s": 180.0, "cpu_s_per_img": 0.01, "pss_mb": 450.0,
-             "added_pss_mb": 40.0}]
-    starts = [{"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
-              for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))]
+    rows = [
+        {
+            "pipeline": "DataLoader 1 worker",
+            "img_per_s": 100.0,
+            "cpu_s_per_img": 0.02,
+            "pss_mb": 500.0,
+            "added_pss_mb": 100.0,
+        },
+        {
+            "pipeline": "DataLoader 2 workers",
+            "img_per_s": 150.0,
+            "cpu_s_per_img": 0.02,
+            "pss_mb": 600.0,
+            "added_pss_mb": 200.0,
+        },
+        {
+            "pipeline": "ThreadLoader 4 threads",
+            "img_per_s": 180.0,
+            "cpu_s_per_img": 0.01,
+            "pss_mb": 450.0,
+            "added_pss_mb": 40.0,
+        },
+    ]
+    starts = [
+        {"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
+        for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))
+    ]
     limit = {"one_thread_img_per_s": 100.0, "limit_img_per_s": 200.0, "helpers_threads_over_limit": 0.9}
     f = exp.figures(rows, limit, starts, {"Pillow": 1.8})
     assert f["helpers_threads_over_dataloader_best"] == 180 / 150 and f["helpers_threads_over_limit"] == 0.9
@@ -120,6 +146,7 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
 
 def test_epoch_stats_counts_the_workers_memory_as_added_and_waits_for_them_to_exit():
     import psutil
+
     from fastloops_helpers.experiments import threads as exp
 
     data = torch.utils.data.TensorDataset(torch.arange(64.0), torch.arange(64))
@@ -133,7 +160,7 @@ def test_epoch_stats_counts_the_workers_memory_as_added_and_waits_for_them_to_ex
 
 def test_default_prefetch_keeps_every_thread_busy_with_two_batches_at_least():
     assert ThreadLoader(range(100), 32, threads=4).prefetch == 2  # 64 samples queued for 4 threads
-    assert ThreadLoader(range(100), 1, threads=4).prefetch == 8   # one-sample batches: 2 per thread
+    assert ThreadLoader(range(100), 1, threads=4).prefetch == 8  # one-sample batches: 2 per thread
     assert ThreadLoader(range(100), 3, threads=4).prefetch == 3
 
 
@@ -142,10 +169,11 @@ def test_configurations_use_the_threads_and_workers_they_are_given():
     from fastloops_helpers.experiments import threads as exp
 
     configs = exp.configurations(Rows(12), 4, threads=3, workers=1)
-    assert [n for n in configs if n.startswith("DataLoader")] == ["DataLoader, 0 workers (fork)",
-                                                                 "DataLoader, 1 workers (fork)"]
+    assert [n for n in configs if n.startswith("DataLoader")] == [
+        "DataLoader, 0 workers (fork)",
+        "DataLoader, 1 workers (fork)",
+    ]
     assert configs["DataLoader, 1 workers (fork)"]().num_workers == 1
     tl = configs["ThreadLoader, 3 threads"]()
     assert tl.threads == 3 and [b.tolist() for b in tl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
-    assert all("3 threads" in n or "1 processes" in n for n in configs
-               if n.startswith(("SPDL", "torchdata")))
+    assert all("3 threads" in n or "1 processes" in n for n in configs if n.startswith(("SPDL", "torchdata")))

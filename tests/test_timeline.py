@@ -78,8 +78,13 @@ def test_gantt_draws_one_lane_per_worker_and_main_stage():
 
 def test_parallelism_and_overlap_from_hand_made_events():
     E = timeline.Event
-    tl = timeline.Timeline(events=[E("worker 0", "fetch", 0, 0.0, 2.0), E("worker 1", "fetch", 1, 1.0, 3.0),
-                                   E("main: loop", "step", 0, 2.5, 4.5)])
+    tl = timeline.Timeline(
+        events=[
+            E("worker 0", "fetch", 0, 0.0, 2.0),
+            E("worker 1", "fetch", 1, 1.0, 3.0),
+            E("main: loop", "step", 0, 2.5, 4.5),
+        ]
+    )
     assert timeline.parallelism(tl) == pytest.approx(4.0 / 3.0)  # 4 s of work over 3 s covered
     assert timeline.overlap_share(tl) == pytest.approx(0.25)  # 0.5 s of the 2 s step saw a fetch
 
@@ -103,8 +108,12 @@ def test_timed_batches_move_like_any_nested_batch():
 def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
     from fastloops_helpers.load.prefetch import CUDAPrefetcher
 
-    tl = timeline.record(CUDAPrefetcher(loader(2, pin_memory=True), device="cuda", pin=False), device="cuda",
-                         step=lambda b: b[0].sum(), copy=partial(devices.move_to, device="cuda", non_blocking=True))
+    tl = timeline.record(
+        CUDAPrefetcher(loader(2, pin_memory=True), device="cuda", pin=False),
+        device="cuda",
+        step=lambda b: b[0].sum(),
+        copy=partial(devices.move_to, device="cuda", non_blocking=True),
+    )
     stages = set(tl.frame().stage)
     assert {"pin", "copy", "fetch", "collate", "wait", "step"} <= stages
 

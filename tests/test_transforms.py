@@ -53,7 +53,7 @@ def test_random_crop_and_flip_match_a_per_sample_loop(device, dtype):
     tops, lefts = T.crop_offsets(len(x), x.shape[2], x.shape[3], size, g)
     flips = torch.rand(len(x), generator=g) < 0.5
     for i in range(len(x)):
-        ref = x[i, :, tops[i]:tops[i] + size, lefts[i]:lefts[i] + size]
+        ref = x[i, :, tops[i] : tops[i] + size, lefts[i] : lefts[i] + size]
         assert torch.equal(out[i], ref.flip(-1) if flips[i] else ref), i
     assert out.shape == (32, 3, size, size) and out.dtype == dtype
     assert len(set(zip(tops.tolist(), lefts.tolist()))) > 10  # offsets differ per sample
@@ -64,7 +64,7 @@ def test_random_crop_of_one_image_and_the_module():
     x = _batch()[0]
     out = T.RandomCrop(8, generator=torch.Generator().manual_seed(1))(x)
     tops, lefts = T.crop_offsets(1, 20, 24, 8, torch.Generator().manual_seed(1))
-    assert torch.equal(out, x[:, tops[0]:tops[0] + 8, lefts[0]:lefts[0] + 8])
+    assert torch.equal(out, x[:, tops[0] : tops[0] + 8, lefts[0] : lefts[0] + 8])
     with pytest.raises(ValueError, match="crop size 21 is larger than the image \\(20 x 24\\)"):
         T.random_crop(x, 21)
 
@@ -125,8 +125,9 @@ def test_val_sample_transform_is_precompute_then_normalize():
     assert pre.dtype == torch.uint8 and pre.shape == (3, 56, 56)
     assert torch.equal(tf(img), T.normalize(pre))
     resized = np.asarray(img.resize((73, 64), Image.BILINEAR))  # shorter side 64, aspect kept
-    ref = _reference_normalize(torch.from_numpy(resized.copy()).permute(2, 0, 1)[:, 4:60, 8:64],
-                               T.IMAGENET_MEAN, T.IMAGENET_STD, 255.0)
+    ref = _reference_normalize(
+        torch.from_numpy(resized.copy()).permute(2, 0, 1)[:, 4:60, 8:64], T.IMAGENET_MEAN, T.IMAGENET_STD, 255.0
+    )
     torch.testing.assert_close(tf(img).double(), ref, atol=1e-5, rtol=1e-6)
 
 
@@ -188,7 +189,7 @@ def test_tutorial_gather_crop_and_masked_fill_flip_match_slicing():
     cropped = tut.gather_crop(x, tops, lefts, 11, 11)
     flipped = tut.masked_fill_flip(cropped, flips)
     for i in range(6):
-        window = x[i, :, tops[i]:tops[i] + 11, lefts[i]:lefts[i] + 11]
+        window = x[i, :, tops[i] : tops[i] + 11, lefts[i] : lefts[i] + 11]
         assert torch.equal(cropped[i], window)
         assert torch.equal(flipped[i], window.flip(-1) if flips[i] else window)
     assert torch.equal(tut.gather_crop(x, tops, lefts, 11, 11), T.crop(x, tops, lefts, 11))

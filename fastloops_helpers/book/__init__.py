@@ -1,1 +1,4 @@
-"""The collection's own machinery: the claims registry, the notebook runner, the report, the benchmarks' command line and publishing."""
+"""The collection's own machinery.
+
+The claims registry, the notebook runner, the report, the benchmarks' command line and publishing.
+"""

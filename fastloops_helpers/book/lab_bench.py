@@ -91,11 +91,11 @@ def _strip(node: ast.AST) -> str:
             and isinstance(body[0].value, ast.Constant)
             and isinstance(body[0].value.value, str)
         ):
-            sub.body = body[1:] or [ast.Pass()]
+            sub.body = body[1:] or [ast.Pass()]  # type: ignore[attr-defined]  # getattr found a list body
     return ast.dump(node, include_attributes=False)
 
 
-def _definitions(source: str) -> list[ast.AST]:
+def _definitions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
     return [n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
@@ -143,7 +143,7 @@ def _code(cell: Any) -> ast.Module:
 
 def _imports(nb: Any) -> dict[str, str]:
     """Return {name bound in the notebook: the dotted module path or object it came from}."""
-    bound = {}
+    bound: dict[str, str] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue

@@ -129,9 +129,14 @@ def execute(path: Path, out: Path, scale: str, timeout: int = 1800) -> float:
     from nbclient import NotebookClient
 
     nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, kernel_name="python3", timeout=timeout, record_timing=False,
-                            resources={"metadata": {"path": str(path.parent.resolve())}},
-                            extra_arguments=["--IPKernelApp.capture_fd_output=False"])
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=timeout,
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent.resolve())}},
+        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+    )
     timer = measure.Timer(device="cpu")
     try:
         with timer:
@@ -154,8 +159,9 @@ def export_html(path: Path, folder: Path) -> Path:
     return target
 
 
-def run_all(paths: list[Path], out_dir: Path | None, html_dir: Path | None,
-            scale: str) -> tuple[dict[str, float], list[str]]:
+def run_all(
+    paths: list[Path], out_dir: Path | None, html_dir: Path | None, scale: str
+) -> tuple[dict[str, float], list[str]]:
     """Execute `paths` in order (in place when `out_dir` is None), printing progress.
 
     Returns the seconds per notebook and the names of those that failed.
@@ -176,13 +182,15 @@ def run_all(paths: list[Path], out_dir: Path | None, html_dir: Path | None,
         if html_dir is not None and target.exists():
             export_html(target, html_dir)
         print(f"    {times[path.name]:.1f} s (elapsed {measure.now() - start:.0f} s)", flush=True)
-    print(f"total: {measure.now() - start:.0f} s for {len(paths)} notebooks"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""), flush=True)
+    print(
+        f"total: {measure.now() - start:.0f} s for {len(paths)} notebooks"
+        + (f"; FAILED: {', '.join(failed)}" if failed else ""),
+        flush=True,
+    )
     return times, failed
 
 
-def save_times(path: Path, times: dict[str, float], failed: list[str], started: str,
-               scale: str) -> dict[str, Any]:
+def save_times(path: Path, times: dict[str, float], failed: list[str], started: str, scale: str) -> dict[str, Any]:
     """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}}).
 
     `started` is kept per notebook, so a result a notebook saved before its latest run shows as a leftover.

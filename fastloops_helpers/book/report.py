@@ -18,8 +18,7 @@ from .. import config, measure
 from . import notebooks, runs
 
 TIMES_FILE = notebooks.TIMES_FILE
-_BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)",
-                    re.S)
+_BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)", re.S)
 
 
 def load_results(folder: Path) -> list[dict[str, Any]]:
@@ -55,22 +54,30 @@ def build(folder: Path | None = None) -> Path:
     scales = sorted({d["provenance"].get("scale", "?") for d in nbs.values()}) or [config.scale()]
     hardware = next(iter(nbs.values()))["provenance"]["hardware"] if nbs else measure.hardware_line()
     times = notebooks.load_times(folder / TIMES_FILE)
-    parts = ["# fastloops: reproduction report\n",
-             f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
-             f"- scale: {', '.join(scales)}", f"- hardware: {hardware}\n"]
+    parts = [
+        "# fastloops: reproduction report\n",
+        f"- date: {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC",
+        f"- scale: {', '.join(scales)}",
+        f"- hardware: {hardware}\n",
+    ]
     parts += _warnings(docs, times, scales)
     parts += _times_section(times, scales)
-    parts += ["## The seeds' claims, as the notebooks measured them in this run\n",
-              markdown_table(_records(runs.evaluate(docs))),
-              "## Checklist, by the payoff the notebooks measured here\n",
-              markdown_table(_records(runs.checklist(docs))),
-              "## Every figure the notebooks saved (one value per name)\n",
-              markdown_table(_records(runs.figure_table(docs)))]
+    parts += [
+        "## The seeds' claims, as the notebooks measured them in this run\n",
+        markdown_table(_records(runs.evaluate(docs))),
+        "## Checklist, by the payoff the notebooks measured here\n",
+        markdown_table(_records(runs.checklist(docs))),
+        "## Every figure the notebooks saved (one value per name)\n",
+        markdown_table(_records(runs.figure_table(docs))),
+    ]
     for name, doc in nbs.items():
         parts += _doc_section(name, doc, folder, hardware)
     if benches:
-        parts += ["# Benchmarks (their own run, not the notebooks')\n",
-                  "## Targets\n", markdown_table(_records(runs.targets(docs)))]
+        parts += [
+            "# Benchmarks (their own run, not the notebooks')\n",
+            "## Targets\n",
+            markdown_table(_records(runs.targets(docs))),
+        ]
         for name, doc in benches.items():
             parts += _doc_section(name, doc, folder, hardware, qualify=True)
     out = folder / "REPORT.md"
@@ -79,10 +86,14 @@ def build(folder: Path | None = None) -> Path:
 
 
 def _warnings(docs: dict[str, dict], times: dict[str, Any], scales: list[str]) -> list[str]:
-    lines = [f"- `{k}` is saved by {', '.join(v)}: two quantities share a name (rename one)"
-             for k, v in runs.conflicts(docs).items()]
-    lines += [f"- `{k}` was saved before its notebook's latest run started: a leftover of an earlier run"
-              for k in runs.stale(docs, times)]
+    lines = [
+        f"- `{k}` is saved by {', '.join(v)}: two quantities share a name (rename one)"
+        for k, v in runs.conflicts(docs).items()
+    ]
+    lines += [
+        f"- `{k}` was saved before its notebook's latest run started: a leftover of an earlier run"
+        for k in runs.stale(docs, times)
+    ]
     return ["## Warnings\n", "\n".join(lines) + "\n"] if lines else []
 
 
@@ -107,11 +118,14 @@ def _times_section(times: dict[str, Any], scales: list[str]) -> list[str]:
     for scale in scales:
         entry = times.get(scale, {})
         failed = set(entry.get("failed", []))
-        rows += [{"notebook": k, "scale": scale, "seconds": v, "status": "FAILED" if k in failed else "ok"}
-                 for k, v in sorted(entry.get("seconds", {}).items())]
+        rows += [
+            {"notebook": k, "scale": scale, "seconds": v, "status": "FAILED" if k in failed else "ok"}
+            for k, v in sorted(entry.get("seconds", {}).items())
+        ]
         if entry.get("seconds"):
-            rows.append({"notebook": "total", "scale": scale, "seconds": round(sum(entry["seconds"].values()), 1),
-                         "status": ""})
+            rows.append(
+                {"notebook": "total", "scale": scale, "seconds": round(sum(entry["seconds"].values()), 1), "status": ""}
+            )
     return ["## Notebook run times\n", markdown_table(rows)] if rows else []
 
 
@@ -124,9 +138,15 @@ def notebook_table(times: dict[str, Any]) -> str:
         link = f"[{card.get('title', path.stem)}](notebooks/{path.name})"
         seeds = card.get("Seeds", card.get("Seed", ""))
         seeds = ", ".join(dict.fromkeys(re.findall(r"\b00[0-4](?:/00[0-4])?\b", seeds))) or seeds.split(":")[0]
-        rows.append({"#": path.name[:2], "notebook": link, "seeds": seeds,
-                     "GPU": card.get("GPU", "").split(":")[0],
-                     "smoke / workshop": f"{cells['smoke']} / {cells['workshop']}"})
+        rows.append(
+            {
+                "#": path.name[:2],
+                "notebook": link,
+                "seeds": seeds,
+                "GPU": card.get("GPU", "").split(":")[0],
+                "smoke / workshop": f"{cells['smoke']} / {cells['workshop']}",
+            }
+        )
     machines = sorted({e.get("machine", "?") for e in times.values() if e.get("seconds")})
     note = f"\nRun times measured on {'; '.join(machines)} (`make reproduce` rewrites this table).\n"
     return markdown_table(rows) + (note if machines else "")
@@ -154,8 +174,14 @@ def benchmark_table(docs: dict[str, dict]) -> str:
     table = runs.targets(docs)
     dates = sorted({d["provenance"].get("date", "")[:10] for d in runs.benchmarks(docs).values()})
     scales = sorted({d["provenance"].get("scale", "?") for d in runs.benchmarks(docs).values()})
-    note = (f"\nMeasured by `make reproduce` at scale {', '.join(scales)} on {', '.join(dates)}"
-            " (it rewrites this table).\n") if dates else "\n(no benchmark run saved yet: `make reproduce`)\n"
+    note = (
+        (
+            f"\nMeasured by `make reproduce` at scale {', '.join(scales)} on {', '.join(dates)}"
+            " (it rewrites this table).\n"
+        )
+        if dates
+        else "\n(no benchmark run saved yet: `make reproduce`)\n"
+    )
     return markdown_table(_records(table)) + note
 
 

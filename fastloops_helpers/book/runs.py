@@ -45,8 +45,11 @@ def benchmarks(docs: dict[str, dict]) -> dict[str, dict]:
 
 def figure_table(docs: dict[str, dict]) -> pd.DataFrame:
     """Return one row per (figure, notebook) the notebooks saved: figure, value, notebook."""
-    rows = [{"figure": k, "value": float(v), "notebook": name}
-            for name, doc in notebooks(docs).items() for k, v in doc["figures"].items()]
+    rows = [
+        {"figure": k, "value": float(v), "notebook": name}
+        for name, doc in notebooks(docs).items()
+        for k, v in doc["figures"].items()
+    ]
     return pd.DataFrame(rows, columns=["figure", "value", "notebook"])
 
 
@@ -67,12 +70,21 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
     for c in claims.CLAIMS:
         doc = notebooks(docs).get(c.notebook, {})
         figures = doc.get("figures", {}) if doc else None
-        value = claims.value_of(figures, c.key) if doc else None
+        value = claims.value_of(figures, c.key) if figures is not None else None
         ci = claims.interval(c.name, figures) if doc else None
-        rows.append({"claim": c.name, "seed": c.seed, "says": c.claim, "seed figure": claims.quote(c.name)
-                     if c.seed_figure else "", "measured here": value,
-                     "95 % interval": f"{ci[0]:.3g} to {ci[1]:.3g}" if ci else "", "needs": c.needed(),
-                     "notebook": c.notebook, "status": claims.status(c.name, figures, _device(doc) if doc else None)})
+        rows.append(
+            {
+                "claim": c.name,
+                "seed": c.seed,
+                "says": c.claim,
+                "seed figure": claims.quote(c.name) if c.seed_figure else "",
+                "measured here": value,
+                "95 % interval": f"{ci[0]:.3g} to {ci[1]:.3g}" if ci else "",
+                "needs": c.needed(),
+                "notebook": c.notebook,
+                "status": claims.status(c.name, figures, _device(doc) if doc else None),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -82,9 +94,15 @@ def targets(docs: dict[str, dict]) -> pd.DataFrame:
     for t in claims.TARGETS:
         doc = benchmarks(docs).get(t.benchmark)
         value = claims.value_of(doc["figures"], t.figure) if doc else None
-        rows.append({"benchmark": t.benchmark.removeprefix(BENCH_PREFIX), "figure": t.figure,
-                     "target": t.needed(), "benchmark run": value,
-                     "verdict": t.verdict(doc["figures"]) if doc else "not run"})
+        rows.append(
+            {
+                "benchmark": t.benchmark.removeprefix(BENCH_PREFIX),
+                "figure": t.figure,
+                "target": t.needed(),
+                "benchmark run": value,
+                "verdict": t.verdict(doc["figures"]) if doc else "not run",
+            }
+        )
     return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "verdict"])
 
 
@@ -94,8 +112,9 @@ def checklist(docs: dict[str, dict]) -> pd.DataFrame:
     for advice, notebook, key in claims.CHECKLIST:
         figures = notebooks(docs).get(notebook, {}).get("figures", {})
         payoff = claims.value_of(figures, key)
-        rows.append({"do this": advice, "payoff here (x)": payoff, "paid off here": paid_off(payoff),
-                     "notebook": notebook})
+        rows.append(
+            {"do this": advice, "payoff here (x)": payoff, "paid off here": paid_off(payoff), "notebook": notebook}
+        )
     table = pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last")
     return table.reset_index(drop=True)
 

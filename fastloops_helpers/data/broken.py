@@ -78,8 +78,10 @@ class BrokenReport:
         if not self.dropped:
             return "epoch done: no broken samples"
         names = ", ".join(sorted(Path(p).name for p in self.dropped))
-        return (f"epoch done: dropped {len(self.dropped)} broken sample(s): {names}; "
-                f"{self.empty_batches} all-broken batch(es) skipped, {self.batches} batches used")
+        return (
+            f"epoch done: dropped {len(self.dropped)} broken sample(s): {names}; "
+            f"{self.empty_batches} all-broken batch(es) skipped, {self.batches} batches used"
+        )
 
 
 def plant_broken(folder: str | Path, good_jpeg: str | Path) -> list[Path]:
@@ -87,8 +89,11 @@ def plant_broken(folder: str | Path, good_jpeg: str | Path) -> list[Path]:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     data = Path(good_jpeg).read_bytes()
-    files = {"broken_truncated.jpg": data[: len(data) // 2], "broken_empty.jpg": b"",
-             "broken_text.jpg": b"this is not an image, only text with a .jpg name\n"}
+    files = {
+        "broken_truncated.jpg": data[: len(data) // 2],
+        "broken_empty.jpg": b"",
+        "broken_text.jpg": b"this is not an image, only text with a .jpg name\n",
+    }
     for name, content in files.items():
         (folder / name).write_bytes(content)
     return [folder / name for name in files]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ def _jpeg4py() -> Decoder:
     return lambda data: jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
 
 
-def _jpeg4py_works(jpeg4py) -> bool:  # noqa: ANN001
+def _jpeg4py_works(jpeg4py: Any) -> bool:
     tiny = encode_jpegs(1, 8)[0]
     return jpeg4py.JPEG(np.frombuffer(tiny, np.uint8)).decode().shape == (8, 8, 3)
 
@@ -52,7 +53,8 @@ def _opencv() -> Decoder:
     import cv2
 
     cv2.setNumThreads(1)  # one image per call: compare single-threaded decoders
-    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    # imdecode returns None only for bytes that are not an image (shown in notebook 08 as is)
+    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # type: ignore[arg-type]
 
 
 def _torchvision() -> Decoder:
@@ -62,8 +64,14 @@ def _torchvision() -> Decoder:
     return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
 
 
-CANDIDATES = {"Pillow": _pillow, "simplejpeg": _simplejpeg, "PyTurboJPEG": _turbojpeg, "jpeg4py": _jpeg4py,
-              "OpenCV": _opencv, "torchvision": _torchvision}
+CANDIDATES = {
+    "Pillow": _pillow,
+    "simplejpeg": _simplejpeg,
+    "PyTurboJPEG": _turbojpeg,
+    "jpeg4py": _jpeg4py,
+    "OpenCV": _opencv,
+    "torchvision": _torchvision,
+}
 
 
 def find_decoders() -> tuple[dict[str, Decoder], dict[str, str]]:

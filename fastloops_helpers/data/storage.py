@@ -15,9 +15,17 @@ CHUNK = 4 << 20  # 4 MiB reads: large enough that per-call overhead vanishes, a 
 
 # Typical sequential read rates (MB/s) for the seed's storage ladder: orders of magnitude from vendors'
 # datasheets and common benchmarks, not measurements of this machine.
-LADDER = [("RAM (page cache)", 10_000), ("NVMe SSD RAID", 10_000), ("NVMe SSD", 3_000), ("SATA SSD RAID", 1_000),
-          ("SATA SSD", 500), ("HDD RAID", 400), ("HDD SATA", 150), ("1 GbE network share", 110),
-          ("internet download", 10)]
+LADDER = [
+    ("RAM (page cache)", 10_000),
+    ("NVMe SSD RAID", 10_000),
+    ("NVMe SSD", 3_000),
+    ("SATA SSD RAID", 1_000),
+    ("SATA SSD", 500),
+    ("HDD RAID", 400),
+    ("HDD SATA", 150),
+    ("1 GbE network share", 110),
+    ("internet download", 10),
+]
 
 
 def write_file(path: str | Path, megabytes: int) -> Path:
@@ -52,9 +60,11 @@ def read_cached(path: str | Path, repeat: int = 3, chunk: int = CHUNK) -> float:
     buf = mmap.mmap(-1, chunk)
     fd = os.open(path, os.O_RDONLY)
     try:
+
         def read() -> None:
             os.lseek(fd, 0, os.SEEK_SET)
             _read_all(fd, buf)
+
         return os.fstat(fd).st_size / 2**20 / measure.median(measure.measure(read, repeat=repeat, warmup=1))
     finally:
         os.close(fd)
@@ -74,9 +84,11 @@ def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
             fd = -1
         if fd >= 0:
             try:
+
                 def direct() -> None:
                     os.lseek(fd, 0, os.SEEK_SET)
                     _read_all(fd, buf)
+
                 return size_mb / measure.median(measure.measure(direct, repeat=repeat, warmup=0)), "O_DIRECT"
             except OSError:
                 pass
@@ -93,6 +105,7 @@ def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.lseek(fd, 0, os.SEEK_SET)
             _read_all(fd, buf)
+
         return size_mb / measure.median(measure.measure(dropped_then_read, repeat=repeat, warmup=0)), method
     finally:
         os.close(fd)

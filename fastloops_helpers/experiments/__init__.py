@@ -52,6 +52,7 @@ def run(name: str, scale: str | None = None, out: str | Path | None = None) -> t
         raise SystemExit(f"unknown benchmark {name!r}; available: {', '.join(known) or 'none'}")
     scale = config.scale(scale)  # validated; FASTLOOPS_SCALE when None
     result = importlib.import_module(f"{__name__}.{name}").run(scale)
-    path = measure.save_results(f"bench-{name}", result.figures, result.rows, result.knobs,
-                               result.repeats, path=out, scale=scale)
+    path = measure.save_results(
+        f"bench-{name}", result.figures, result.rows, result.knobs, result.repeats, path=out, scale=scale
+    )
     return result, path

@@ -16,8 +16,8 @@ from ..load.batch_loader import BatchLoader
 from ..load.move import move_to
 from ..load.transforms import OnImages, ResizeCenterCrop
 from ..models import WideResNet
-from .training import Step, batch_times, table, train_step
 from . import BenchResult
+from .training import Step, batch_times, table, train_step
 
 RESIZE, CROP = 48, 32  # the seed's DataLoader transform: resize to 48, center-crop 32 (= FFCV's crop ratio 2/3)
 
@@ -43,36 +43,75 @@ def prepare(train: int, test: int, resize: int = RESIZE, crop: int = CROP, seed:
         if not beton.exists():
             ffcv_io.write_image_beton(beton, images, labels)
     # stored HWC (channels-last), the layout torch's uint8 resize kernel reads: no layout copy per batch
-    mm = memmap.precompute(cifar10.ImageDataset(images, labels, _uint8_hwc), folder / "memmap", backend="numpy",
-                           key={"train": train, "seed": seed, "layout": "hwc"}, desc="writing the memmap")
+    mm = memmap.precompute(
+        cifar10.ImageDataset(images, labels, _uint8_hwc),
+        folder / "memmap",
+        backend="numpy",
+        key={"train": train, "seed": seed, "layout": "hwc"},
+        desc="writing the memmap",
+    )
     resized = functools.partial(_resized_chw, resize_crop=ResizeCenterCrop(images.shape[1], resize, crop))
-    done = memmap.precompute(cifar10.ImageDataset(images, labels, resized), folder / "memmap-resized",
-                             backend="numpy", key={"train": train, "seed": seed, "resize": resize, "crop": crop},
-                             desc="writing the resized memmap")
+    done = memmap.precompute(
+        cifar10.ImageDataset(images, labels, resized),
+        folder / "memmap-resized",
+        backend="numpy",
+        key={"train": train, "seed": seed, "resize": resize, "crop": crop},
+        desc="writing the resized memmap",
+    )
     return {"images": images, "labels": labels, "beton": beton, "memmap": mm, "memmap_resized": done}
 
 
-def torch_loader(images: np.ndarray, labels: np.ndarray, batch_size: int, device: torch.device, resize: int,
-                 crop: int, seed: int = 0, num_workers: int = 1) -> torch.utils.data.DataLoader:
+def torch_loader(
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int,
+    device: torch.device,
+    resize: int,
+    crop: int,
+    seed: int = 0,
+    num_workers: int = 1,
+) -> torch.utils.data.DataLoader:
     """The seed's DataLoader: Pillow resize + center crop per sample in `num_workers` worker processes."""
     dataset = cifar10.ImageDataset(images, labels, cifar10.PillowResizeCrop(resize, crop))
     return torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers, pin_memory=device.type == "cuda",
-        drop_last=True, generator=torch.Generator().manual_seed(seed))
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        pin_memory=device.type == "cuda",
+        drop_last=True,
+        generator=torch.Generator().manual_seed(seed),
+    )
 
 
-def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable,
-                   seed: int = 0) -> BatchLoader:
+def helpers_loader(
+    mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable, seed: int = 0
+) -> BatchLoader:
     """The helpers' loader: grouped shuffle over the HWC memmap, then one batched window resize per batch."""
+
     def transform(x: torch.Tensor) -> torch.Tensor:
         return resize_crop(move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))  # NHWC -> NCHW view
 
-    return BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
-                       seed=seed, transform=OnImages(transform))
+    return BatchLoader(
+        (mm.images, mm.labels),
+        batch_size=batch_size,
+        shuffle="grouped",
+        drop_last=True,
+        seed=seed,
+        transform=OnImages(transform),
+    )
 
 
-def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int,
-                 seed: int = 0, num_workers: int = 1, resize_crop: Callable | None = None) -> dict[str, Any]:
+def make_loaders(
+    data: dict[str, Any],
+    batch_size: int,
+    device: torch.device,
+    resize: int,
+    crop: int,
+    seed: int = 0,
+    num_workers: int = 1,
+    resize_crop: Callable | None = None,
+) -> dict[str, Any]:
     """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow) and the helpers' two loaders.
 
     All serve the same `crop` x `crop` center crops of the images resized to `resize`. `resize_crop` is the
@@ -80,20 +119,31 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, re
     """
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
-        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
-                                               device=device, size=crop, ratio=crop / resize, seed=seed)
-    loaders["DataLoader"] = torch_loader(data["images"], data["labels"], batch_size, device, resize, crop, seed,
-                                         num_workers)
+        loaders["FFCV"] = ffcv_io.image_loader(
+            data["beton"],
+            batch_size,
+            num_workers=1,
+            order="quasi_random",
+            device=device,
+            size=crop,
+            ratio=crop / resize,
+            seed=seed,
+        )
+    loaders["DataLoader"] = torch_loader(
+        data["images"], data["labels"], batch_size, device, resize, crop, seed, num_workers
+    )
     resize_crop = resize_crop or ResizeCenterCrop(data["images"].shape[1], resize, crop)
     loaders["helpers"] = helpers_loader(data["memmap"], batch_size, device, resize_crop, seed)
     done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
-    loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
-                                                 shuffle="grouped", drop_last=True, seed=seed)
+    loaders["helpers-precomputed"] = BatchLoader(
+        (done.images, done.labels), batch_size=batch_size, shuffle="grouped", drop_last=True, seed=seed
+    )
     return loaders
 
 
-def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
-                channels_last: bool = True) -> Callable[[], Step]:
+def wrn_factory(
+    depth: int, width: int, device: torch.device, seed: int = 0, channels_last: bool = True
+) -> Callable[[], Step]:
     """Return a factory of fresh WRN-`depth`-`width` training steps (Adam lr 1e-2 as the seed).
 
     With `channels_last` every batch (and the model) is put in the channels-last layout first, whatever layout
@@ -104,28 +154,34 @@ def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
 
     def factory() -> Step:
         torch.manual_seed(seed)
-        model = WideResNet(depth, width).to(device, memory_format=layout)
+        # Module.to takes memory_format (PyTorch's documentation); torch's type hints leave it out
+        model = WideResNet(depth, width).to(device, memory_format=layout)  # type: ignore[call-overload]
         step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
 
         def run(x: torch.Tensor, y: torch.Tensor) -> Any:
             x = x.contiguous(memory_format=layout)
             return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+
         return run
+
     return factory
 
 
-def layout_cost(loaders: dict[str, Any], depth: int, width: int, device: torch.device,
-                repeat: int = 5) -> dict[str, float]:
+def layout_cost(
+    loaders: dict[str, Any], depth: int, width: int, device: torch.device, repeat: int = 5
+) -> dict[str, float]:
     """Time one training step on each loader's first batch as it comes, interleaved; return median seconds."""
     factory = wrn_factory(depth, width, device, channels_last=False)
     steps = {name: (factory(), next(iter(loader))) for name, loader in loaders.items()}
-    seconds = measure.interleaved({name: (lambda s=s, b=b: s(*b)) for name, (s, b) in steps.items()},
-                                  repeat=repeat, warmup=1, device=device)
+    seconds = measure.interleaved(
+        {name: functools.partial(s, *b) for name, (s, b) in steps.items()}, repeat=repeat, warmup=1, device=device
+    )
     return {name: measure.median(v) for name, v in seconds.items()}
 
 
-def step_times(loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step], steps: int,
-               device: torch.device, skip: int = 1) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+def step_times(
+    loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step], steps: int, device: torch.device, skip: int = 1
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
     """Train `steps` batches from each loader, the loaders taking turns; return {loader: waits}, {loader: steps}.
 
     A step takes the next batch (timed apart: the wait) and trains on it. The loaders take turns in a new order
@@ -145,17 +201,20 @@ def step_times(loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step]
                 x, y = next(batches[name])
             waits[name].append(wait.seconds)
             return train[name](x, y)
+
         return run
 
-    full = measure.interleaved({name: one(name) for name in loaders}, steps, warmup=skip, device=device,
-                               desc="full step", shuffle=True)
+    full = measure.interleaved(
+        {name: one(name) for name in loaders}, steps, warmup=skip, device=device, desc="full step", shuffle=True
+    )
     for it in batches.values():
         getattr(it, "close", lambda: None)()
     return {name: w[skip:] for name, w in waits.items()}, full
 
 
-def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int, device: torch.device
-              ) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+def load_only(
+    loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int, device: torch.device
+) -> tuple[pd.DataFrame, dict[str, list[float]]]:
     """Time whole load-only epochs, the loaders taking turns; return the per-batch table and {loader: img/s per round}.
 
     One warm-up epoch each first (numba compiles FFCV's pipeline). Then every round runs one epoch of each
@@ -169,15 +228,24 @@ def load_only(loaders: Mapping[str, Iterable[Any]], epochs: int, batch_size: int
     def epoch(name: str) -> Callable[[], None]:
         return lambda: per_batch[name].extend(batch_times(loaders[name], 1, None, skip=0, device=device))
 
-    seconds = measure.interleaved({name: epoch(name) for name in loaders}, epochs, warmup=0, device=device,
-                                  desc="load only", shuffle=True)
+    seconds = measure.interleaved(
+        {name: epoch(name) for name in loaders}, epochs, warmup=0, device=device, desc="load only", shuffle=True
+    )
     images = {name: len(per_batch[name]) // epochs * batch_size for name in loaders}  # every batch full
     rates = {name: [images[name] / s for s in seconds[name]] for name in loaders}
     return table(per_batch, batch_size), rates
 
 
-def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device, epochs: int, steps: int,
-                depth: int, width: int, seed: int = 0) -> dict[str, Any]:
+def measure_all(
+    loaders: dict[str, Any],
+    batch_size: int,
+    device: torch.device,
+    epochs: int,
+    steps: int,
+    depth: int,
+    width: int,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Time `epochs` load-only rounds, then `steps` WRN training steps per loader (waiting and computing apart)."""
     load, rates = load_only(loaders, epochs, batch_size, device)
     stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
@@ -185,7 +253,7 @@ def measure_all(loaders: dict[str, Any], batch_size: int, device: torch.device, 
     return {"load": load, "step": table(full, batch_size), "wait": table(waits, batch_size), "rates": rates}
 
 
-def overlap(tables: dict[str, Any]) -> Any:
+def overlap(tables: Mapping[str, Any]) -> Any:
     """Return per loader: load-only ms per batch, ms waited for a batch while training, and % of loading hidden."""
     load_ms = tables["load"]["mean"] * 1e3
     wait_ms = tables["wait"]["mean"] * 1e3
@@ -220,9 +288,21 @@ def run(scale: str) -> BenchResult:
     data = prepare(train, test, RESIZE, CROP, seed)
     loaders = make_loaders(data, batch_size, device, RESIZE, CROP, seed)
     t = measure_all(loaders, batch_size, device, epochs, steps, depth, width, seed)
-    rows = [{"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
-            for phase in ("load", "step", "wait") for name in t[phase].index]
-    knobs = {"train_images": train, "batch_size": batch_size, "model": f"WRN-{depth}-{width}", "load_epochs": epochs,
-             "steps": steps, "resize": RESIZE, "crop": CROP, "device": str(device), "ffcv": data["beton"] is not None,
-             "threads": torch.get_num_threads()}
+    rows = [
+        {"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
+        for phase in ("load", "step", "wait")
+        for name in t[phase].index
+    ]
+    knobs = {
+        "train_images": train,
+        "batch_size": batch_size,
+        "model": f"WRN-{depth}-{width}",
+        "load_epochs": epochs,
+        "steps": steps,
+        "resize": RESIZE,
+        "crop": CROP,
+        "device": str(device),
+        "ffcv": data["beton"] is not None,
+        "threads": torch.get_num_threads(),
+    }
     return BenchResult(rows, figures(t), knobs=knobs, repeats=steps)

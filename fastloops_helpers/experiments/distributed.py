@@ -34,8 +34,8 @@ from ..models import MLP
 from . import BenchResult
 
 LOADERS = ("helpers", "dataloader")
-LR = 0.05                   # SGD's learning rate (momentum 0.9) unless a caller gives another
-WEIGHT_TOLERANCE = 0.01     # largest weight difference DDP vs one process, relative to the largest weight
+LR = 0.05  # SGD's learning rate (momentum 0.9) unless a caller gives another
+WEIGHT_TOLERANCE = 0.01  # largest weight difference DDP vs one process, relative to the largest weight
 ACCURACY_TOLERANCE = 0.005  # validation accuracy DDP vs one process, absolute
 
 
@@ -49,49 +49,65 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=256, help="per rank; the global batch is this x world size")
     p.add_argument("--lr", type=float, default=LR)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--reference", type=int, default=0, metavar="W",
-                   help="run in one process the global batches that W ranks would see")
+    p.add_argument(
+        "--reference",
+        type=int,
+        default=0,
+        metavar="W",
+        help="run in one process the global batches that W ranks would see",
+    )
     return p.parse_args(argv)
 
 
 def otto_tensors(rows: int | None, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
     """Return the training rows as {"X", "y", "id"} tensors and the validation X, y (log1p features)."""
     X, y, X_val, y_val = otto.load_otto(rows=rows, seed=seed)
-    train = {"X": torch.log1p(torch.from_numpy(X)), "y": torch.from_numpy(y),
-             "id": torch.arange(len(X))}
+    train = {"X": torch.log1p(torch.from_numpy(X)), "y": torch.from_numpy(y), "id": torch.arange(len(X))}
     return train, torch.log1p(torch.from_numpy(X_val)), torch.from_numpy(y_val)
 
 
-def sampler_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
-                    epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+def sampler_batches(
+    train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int, epoch: int
+) -> Iterator[dict[str, torch.Tensor]]:
     """Yield this rank's batches of `epoch`: DataLoader + DistributedSampler, PyTorch's usual way."""
     ds = TensorDataset(train["X"], train["y"], train["id"])
-    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
+    # DistributedSampler's item type cannot be inferred from a dataset (notebook 12 shows this line as is)
+    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)  # type: ignore[var-annotated]
     sampler.set_epoch(epoch)  # a new permutation per epoch, the same on every rank
     for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
         yield {"X": X, "y": y, "id": ids}
 
 
-def helpers_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
-                    epoch: int, shuffle: bool | str = True) -> Iterator[dict[str, torch.Tensor]]:
+def helpers_batches(
+    train: dict[str, torch.Tensor],
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool | str = True,
+) -> Iterator[dict[str, torch.Tensor]]:
     """Yield this rank's batches of `epoch`: the helpers' BatchLoader takes its own shard of the common order."""
     bl = BatchLoader(train, batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
     bl.set_epoch(epoch)
     yield from bl
 
 
-def batches(train: dict[str, torch.Tensor], loader: str, batch_size: int, rank: int, world_size: int,
-            seed: int, epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+def batches(
+    train: dict[str, torch.Tensor], loader: str, batch_size: int, rank: int, world_size: int, seed: int, epoch: int
+) -> Iterator[dict[str, torch.Tensor]]:
     """Yield this rank's batches of `epoch` from the helpers' loader or DataLoader + DistributedSampler."""
     make = helpers_batches if loader == "helpers" else sampler_batches
     return make(train, batch_size, rank, world_size, seed, epoch)
 
 
-def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
-                      epoch: int) -> Iterator[dict[str, torch.Tensor]]:
+def reference_batches(
+    train: dict[str, torch.Tensor], args: argparse.Namespace, epoch: int
+) -> Iterator[dict[str, torch.Tensor]]:
     """Yield, in one process, the concatenation of what each of `args.reference` ranks would get per step."""
-    per_rank = [batches(train, args.loader, args.batch_size, r, args.reference, args.seed, epoch)
-                for r in range(args.reference)]
+    per_rank = [
+        batches(train, args.loader, args.batch_size, r, args.reference, args.seed, epoch) for r in range(args.reference)
+    ]
     for parts in zip(*per_rank):
         yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
 
@@ -106,8 +122,9 @@ def ddp_model(seed: int, device: torch.device) -> tuple[nn.Module, nn.Module]:
     return model, nn.parallel.DistributedDataParallel(model, device_ids=ids)
 
 
-def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, source: Iterable[dict[str, torch.Tensor]],
-                device: torch.device) -> list[torch.Tensor]:
+def train_epoch(
+    net: nn.Module, opt: torch.optim.Optimizer, source: Iterable[dict[str, torch.Tensor]], device: torch.device
+) -> list[torch.Tensor]:
     """Train on every batch of this rank's epoch; return the row ids of each batch, as trained on."""
     loss_fn = nn.CrossEntropyLoss()
     seen = []
@@ -132,12 +149,21 @@ def train(args: argparse.Namespace) -> dict:
         dist.barrier()
     model, net = ddp_model(args.seed, device)
     opt = torch.optim.SGD(net.parameters(), lr=args.lr, momentum=0.9)
-    log = {"rank": rank, "world_size": world, "loader": args.loader, "reference": args.reference,
-           "backend": dist.get_backend() if distributed else None, "epochs": []}
+    log = {
+        "rank": rank,
+        "world_size": world,
+        "loader": args.loader,
+        "reference": args.reference,
+        "backend": dist.get_backend() if distributed else None,
+        "epochs": [],
+    }
     for epoch in range(args.epochs):
         start = time.perf_counter()
-        source = (reference_batches(data, args, epoch) if args.reference
-                  else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch))
+        source = (
+            reference_batches(data, args, epoch)
+            if args.reference
+            else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch)
+        )
         seen = train_epoch(net, opt, source, device)
         seconds = time.perf_counter() - start
         ids = torch.cat(seen).numpy()
@@ -160,10 +186,14 @@ def shard_check(shards: Sequence[np.ndarray], rows: int) -> dict[str, int | bool
     allids = np.concatenate(shards)
     unique = np.unique(allids)
     padding = -rows % len(shards)  # DistributedSampler repeats this many indices so every rank gets as many
-    return {"per_rank": int(len(shards[0])), "equal_sizes": len({len(s) for s in shards}) == 1,
-            "covered": bool(len(unique) == rows and unique[0] == 0 and unique[-1] == rows - 1),
-            "repeated": int(len(allids) - len(unique)), "expected_padding": padding,
-            "disjoint": bool(len(allids) - len(unique) == padding)}
+    return {
+        "per_rank": int(len(shards[0])),
+        "equal_sizes": len({len(s) for s in shards}) == 1,
+        "covered": bool(len(unique) == rows and unique[0] == 0 and unique[-1] == rows - 1),
+        "repeated": int(len(allids) - len(unique)),
+        "expected_padding": padding,
+        "disjoint": bool(len(allids) - len(unique) == padding),
+    }
 
 
 def check_shards(log_dir: Path, loader: str, world_size: int, epoch: int, rows: int) -> dict[str, int | bool]:
@@ -171,16 +201,47 @@ def check_shards(log_dir: Path, loader: str, world_size: int, epoch: int, rows: 
     return shard_check([np.load(log_dir / f"{loader}-rank{r}-epoch{epoch}.npy") for r in range(world_size)], rows)
 
 
-def launch(log_dir: Path, loader: str, world_size: int, rows: int, epochs: int, batch_size: int,
-           seed: int = 0, reference: bool = False, lr: float = LR) -> list[dict]:
+def launch(
+    log_dir: Path,
+    loader: str,
+    world_size: int,
+    rows: int,
+    epochs: int,
+    batch_size: int,
+    seed: int = 0,
+    reference: bool = False,
+    lr: float = LR,
+) -> list[dict]:
     """Run the training with torchrun (or the one-process reference) and return each rank's log."""
-    opts = ["--log-dir", str(log_dir), "--loader", loader, "--rows", str(rows), "--epochs", str(epochs),
-            "--batch-size", str(batch_size), "--seed", str(seed), "--lr", repr(lr)]
+    opts = [
+        "--log-dir",
+        str(log_dir),
+        "--loader",
+        loader,
+        "--rows",
+        str(rows),
+        "--epochs",
+        str(epochs),
+        "--batch-size",
+        str(batch_size),
+        "--seed",
+        str(seed),
+        "--lr",
+        repr(lr),
+    ]
     if reference:
         cmd = [sys.executable, "-m", __name__, *opts, "--reference", str(world_size)]
     else:
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}",
-               "-m", __name__, *opts]
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            f"--nproc_per_node={world_size}",
+            "-m",
+            __name__,
+            *opts,
+        ]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}")
@@ -200,17 +261,25 @@ def throughput(logs: list[dict], label: str) -> dict[str, float | int | str]:
     """Return samples/s per rank and in total of a run, from its ranks' logs (median epoch, epoch 0 left out)."""
     steady = logs[0]["epochs"][1:] or logs[0]["epochs"]  # epoch 0 includes the warm-up
     seconds = float(np.median([e["seconds"] for e in steady]))
-    return {"run": label, "ranks": len(logs), "samples/s per rank": steady[0]["samples"] / seconds,
-            "samples/s total": steady[0]["samples"] * len(logs) / seconds}
+    return {
+        "run": label,
+        "ranks": len(logs),
+        "samples/s per rank": steady[0]["samples"] / seconds,
+        "samples/s total": steady[0]["samples"] * len(logs) / seconds,
+    }
 
 
-def figures(checks: Sequence[dict], diff: float, ddp_accuracy: float, single_accuracy: float,
-            speed: Sequence[dict]) -> dict[str, float]:
+def figures(
+    checks: Sequence[dict], diff: float, ddp_accuracy: float, single_accuracy: float, speed: Sequence[dict]
+) -> dict[str, float]:
     """Return the flat figures: shards ok, DDP equal to one process, its weight difference, throughputs."""
     same = diff < WEIGHT_TOLERANCE and abs(ddp_accuracy - single_accuracy) < ACCURACY_TOLERANCE
-    out = {"ddp_matches_single": float(same), "relative_weight_difference": float(diff),
-           "shards_ok": float(all(c["covered"] and c["disjoint"] for c in checks)),
-           "ddp_total_over_single": float(speed[0]["samples/s total"] / speed[-1]["samples/s total"])}
+    out = {
+        "ddp_matches_single": float(same),
+        "relative_weight_difference": float(diff),
+        "shards_ok": float(all(c["covered"] and c["disjoint"] for c in checks)),
+        "ddp_total_over_single": float(speed[0]["samples/s total"] / speed[-1]["samples/s total"]),
+    }
     return out | {f"samples_per_s_total_{i}": float(s["samples/s total"]) for i, s in enumerate(speed)}
 
 
@@ -226,11 +295,17 @@ def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = N
     x = x.to(device)
     with torch.no_grad():
         same = torch.allclose(dp(x), model(x), atol=1e-5)
-        times = measure.interleaved({"module": lambda: model(x), "DataParallel": lambda: dp(x)}, repeat=repeat,
-                                    device=device)
-    return {"gpus": torch.cuda.device_count(), "device_ids": list(dp.device_ids), "same_output": bool(same),
-            "module_s": measure.median(times["module"]), "dataparallel_s": measure.median(times["DataParallel"]),
-            "dataparallel_over_module": measure.ratio(times, "DataParallel", "module")}
+        times = measure.interleaved(
+            {"module": lambda: model(x), "DataParallel": lambda: dp(x)}, repeat=repeat, device=device
+        )
+    return {
+        "gpus": torch.cuda.device_count(),
+        "device_ids": list(dp.device_ids),
+        "same_output": bool(same),
+        "module_s": measure.median(times["module"]),
+        "dataparallel_s": measure.median(times["DataParallel"]),
+        "dataparallel_over_module": measure.ratio(times, "DataParallel", "module"),
+    }
 
 
 def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[int]) -> torch.Tensor:
@@ -240,34 +315,49 @@ def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[in
     """
     from torch.nn.parallel import gather, parallel_apply, replicate, scatter
 
-    chunks = scatter(x, device_ids)                        # split the batch along dim 0, one chunk per GPU
-    replicas = replicate(model, device_ids[:len(chunks)])  # copy the weights to every GPU, at every call
+    chunks = scatter(x, device_ids)  # split the batch along dim 0, one chunk per GPU
+    replicas = replicate(model, device_ids[: len(chunks)])  # copy the weights to every GPU, at every call
     outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
-    return gather(outputs, device_ids[0])                  # concatenate the outputs on the first GPU
+    return gather(outputs, device_ids[0])  # concatenate the outputs on the first GPU
 
 
 def run(scale: str) -> BenchResult:
     """Train the Otto MLP with DDP (2 ranks, both loaders) vs one process: shards, equal weights, samples/s."""
-    rows, epochs, batch_size, world_size = (config.size(f"ddp.{k}", scale)
-                                            for k in ("rows", "epochs", "batch_size", "world_size"))
+    rows, epochs, batch_size, world_size = (
+        config.size(f"ddp.{k}", scale) for k in ("rows", "epochs", "batch_size", "world_size")
+    )
     seed, lr = 0, LR
     with tempfile.TemporaryDirectory(prefix="fastloops-ddp-") as tmp:
         log_dir = Path(tmp)
-        runs = {loader: launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr)
-                for loader in LOADERS}
+        runs = {
+            loader: launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr) for loader in LOADERS
+        }
         reference = launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
         single = launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr)
         train_rows = runs["helpers"][0]["train_rows"]
-        checks = [{"loader": loader, "epoch": e, **check_shards(log_dir, loader, world_size, e, train_rows)}
-                  for loader in runs for e in range(epochs)]
-        diff = relative_weight_difference(log_dir / "helpers-rank0-weights.pt",
-                                          log_dir / f"helpers-reference{world_size}-weights.pt")
-    speed = [throughput(runs["helpers"], "DDP, helpers' loader"),
-             throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
-             throughput(single, "1 process (torchrun, 1 rank)")]
+        checks = [
+            {"loader": loader, "epoch": e, **check_shards(log_dir, loader, world_size, e, train_rows)}
+            for loader in runs
+            for e in range(epochs)
+        ]
+        diff = relative_weight_difference(
+            log_dir / "helpers-rank0-weights.pt", log_dir / f"helpers-reference{world_size}-weights.pt"
+        )
+    speed = [
+        throughput(runs["helpers"], "DDP, helpers' loader"),
+        throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
+        throughput(single, "1 process (torchrun, 1 rank)"),
+    ]
     figs = figures(checks, diff, runs["helpers"][0]["val_accuracy"], reference[0]["val_accuracy"], speed)
-    knobs = {"rows": rows, "epochs": epochs, "batch_size": batch_size, "world_size": world_size, "lr": lr,
-             "seed": seed, "backend": runs["helpers"][0]["backend"]}
+    knobs = {
+        "rows": rows,
+        "epochs": epochs,
+        "batch_size": batch_size,
+        "world_size": world_size,
+        "lr": lr,
+        "seed": seed,
+        "backend": runs["helpers"][0]["backend"],
+    }
     return BenchResult(speed + checks, figs, knobs=knobs, repeats=epochs)
 
 
@@ -286,8 +376,11 @@ def main(argv: list[str] | None = None) -> int:
             dist.destroy_process_group()
     rank = log["rank"]
     (args.log_dir / f"{_tag(args, rank)}.json").write_text(json.dumps(log, indent=2) + "\n")
-    print(f"[{_tag(args, rank)}] val_accuracy={log['val_accuracy']:.4f} "
-          f"epochs={[round(e['seconds'], 3) for e in log['epochs']]}", flush=True)
+    print(
+        f"[{_tag(args, rank)}] val_accuracy={log['val_accuracy']:.4f} "
+        f"epochs={[round(e['seconds'], 3) for e in log['epochs']]}",
+        flush=True,
+    )
     return 0
 
 

@@ -19,14 +19,16 @@ from . import BenchResult
 CANDIDATES = ("np_take", "index_select")  # the two primitives BatchLoader chooses between on a CPU
 
 
-def per_batch(x: torch.Tensor, batch_size: int, fetch: Callable[[torch.Tensor], object],
-              seed: int = 0) -> Callable[[], None]:
+def per_batch(
+    x: torch.Tensor, batch_size: int, fetch: Callable[[torch.Tensor], object], seed: int = 0
+) -> Callable[[], None]:
     """Return one epoch that draws a permutation and calls `fetch(indices)` once per batch."""
     g = torch.Generator().manual_seed(seed)
 
     def epoch() -> None:
         for index in torch.randperm(len(x), generator=g).split(batch_size):
             fetch(index)
+
     return epoch
 
 
@@ -57,16 +59,32 @@ def compare(n: int, features: int, batch_size: int, rounds: int) -> BenchResult:
     slow = found.pop("per_row_stack")  # a Python call per row: one epoch, for scale
     seconds = measure.interleaved(found, rounds, warmup=1, desc="gather", shuffle=True)
     seconds |= measure.interleaved({"per_row_stack": slow}, 1, warmup=0, desc="per row")
-    rows = [{"gather": k, "ms_per_epoch": measure.median(v) * 1e3, "p95_ms": measure.p95(v) * 1e3,
-             "gb_per_s": x.nbytes / measure.median(v) / 1e9, "epochs": len(v)} for k, v in seconds.items()]
+    rows: list[dict[str, Any]] = [
+        {
+            "gather": k,
+            "ms_per_epoch": measure.median(v) * 1e3,
+            "p95_ms": measure.p95(v) * 1e3,
+            "gb_per_s": x.nbytes / measure.median(v) / 1e9,
+            "epochs": len(v),
+        }
+        for k, v in seconds.items()
+    ]
     rows.sort(key=lambda r: -r["gb_per_s"])
     gbps = {r["gather"]: r["gb_per_s"] for r in rows}
     best = {"best": [min(pair) for pair in zip(*(seconds[k] for k in CANDIDATES))]}
-    figures = {"helpers_gb_per_s": gbps["helpers"],
-               "helpers_over_best_primitive": measure.ratio(seconds | best, "helpers", "best")}
+    figures = {
+        "helpers_gb_per_s": gbps["helpers"],
+        "helpers_over_best_primitive": measure.ratio(seconds | best, "helpers", "best"),
+    }
     figures |= {f"{k}_gb_per_s": v for k, v in gbps.items() if k != "helpers"}
-    knobs = {"rows": n, "features": features, "batch_size": batch_size, "dtype": "float32", "rounds": rounds,
-             "torch_threads": torch.get_num_threads()}
+    knobs = {
+        "rows": n,
+        "features": features,
+        "batch_size": batch_size,
+        "dtype": "float32",
+        "rounds": rounds,
+        "torch_threads": torch.get_num_threads(),
+    }
     return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
 
 

@@ -24,20 +24,22 @@ from . import BenchResult
 Fetch = Callable[[torch.Tensor, Any], torch.Tensor]
 
 
-def fetches(x: torch.Tensor, index: torch.Tensor, per_sample: Fetch = per_sample_fetch,
-            batched: Fetch = batched_fetch) -> dict[str, Callable[[], Any]]:
+def fetches(
+    x: torch.Tensor, index: torch.Tensor, per_sample: Fetch = per_sample_fetch, batched: Fetch = batched_fetch
+) -> dict[str, Callable[[], Any]]:
     """Return {name: fetch the rows `index` of `x` once} for each way of fetching a batch."""
     items = index.tolist()
     return {
-        "per_sample_stack": lambda: per_sample(x, items),   # what DataLoader + default_collate do
+        "per_sample_stack": lambda: per_sample(x, items),  # what DataLoader + default_collate do
         "per_sample_calls": lambda: [x[i] for i in items],  # the Python calls alone, no stack
-        "batched_index": lambda: batched(x, index),         # the slide's one call
-        "helpers_gather": lambda: rows.gather(x, index),    # what BatchLoader uses
+        "batched_index": lambda: batched(x, index),  # the slide's one call
+        "helpers_gather": lambda: rows.gather(x, index),  # what BatchLoader uses
     }
 
 
-def slide_example(n: int, repeat: int | None = None, per_sample: Fetch = per_sample_fetch,
-                  batched: Fetch = batched_fetch) -> dict[str, float]:
+def slide_example(
+    n: int, repeat: int | None = None, per_sample: Fetch = per_sample_fetch, batched: Fetch = batched_fetch
+) -> dict[str, float]:
     """Time the slide's example on `torch.arange(n)`: 100 single fetches stacked vs one batched fetch of 100.
 
     Returns µs per batch of each and their ratio (median over interleaved rounds). Explained in
@@ -46,13 +48,21 @@ def slide_example(n: int, repeat: int | None = None, per_sample: Fetch = per_sam
     x, index = torch.arange(n), torch.arange(100)
     both = {"per_sample": lambda: per_sample(x, range(100)), "batched": lambda: batched(x, index)}
     seconds = measure.per_call(both, repeat=repeat, block_s=0.01)
-    return {"slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
-            "slide_100_batched_us": measure.median(seconds["batched"]) * 1e6,
-            "slide_100_speedup": measure.ratio(seconds, "per_sample", "batched")}
+    return {
+        "slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
+        "slide_100_batched_us": measure.median(seconds["batched"]) * 1e6,
+        "slide_100_speedup": measure.ratio(seconds, "per_sample", "batched"),
+    }
 
 
-def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0, repeat: int | None = None,
-          per_sample: Fetch = per_sample_fetch, batched: Fetch = batched_fetch) -> list[dict[str, Any]]:
+def sweep(
+    x: torch.Tensor,
+    batch_sizes: list[int],
+    seed: int = 0,
+    repeat: int | None = None,
+    per_sample: Fetch = per_sample_fetch,
+    batched: Fetch = batched_fetch,
+) -> list[dict[str, Any]]:
     """Return one row per (batch size, fetch): µs per batch and per sample, on random row indices."""
     g = torch.Generator().manual_seed(seed)
     out = []
@@ -67,8 +77,10 @@ def sweep(x: torch.Tensor, batch_sizes: list[int], seed: int = 0, repeat: int | 
 
 def dataloader_variants(data: Any, batch_size: int) -> dict[str, Callable[[], Any]]:
     """Return {name: one shuffled epoch} for DataLoader per sample, with `__getitems__`, and BatchLoader."""
+
     def dl(dataset: Any, **kw: Any) -> Callable[[], Any]:
         return measure.drain(DataLoader(dataset, batch_size=batch_size, shuffle=True, **kw))
+
     return {
         "DataLoader, per-sample __getitem__": dl(RowDataset(data)),
         "DataLoader, __getitems__ -> samples + default_collate": dl(SampleListDataset(data)),
@@ -95,5 +107,9 @@ def compare(n: int, features: int, batch_sizes: list[int], repeat: int) -> Bench
 
 def run(scale: str) -> BenchResult:
     """Time the slide's example and the batch-size sweep at `scale`'s sizes."""
-    return compare(config.size("loops.samples", scale), config.size("getitem.features", scale),
-                   list(config.size("getitem.batch_sizes", scale)), config.size("repeat", scale))
+    return compare(
+        config.size("loops.samples", scale),
+        config.size("getitem.features", scale),
+        list(config.size("getitem.batch_sizes", scale)),
+        config.size("repeat", scale),
+    )

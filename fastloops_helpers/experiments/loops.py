@@ -1,4 +1,6 @@
-"""The slide's question: ms per epoch of index-only loops (pure Python, numpy, DataLoader, tf.data, the helpers' loader).
+"""The slide's question: ms per epoch of index-only loops.
+
+The loops: pure Python, numpy, DataLoader, tf.data, the helpers' loader.
 
 Explained in notebooks/01_the_question.ipynb. `measure_loops()` computes the table and figures that notebook 01
 shows (with its defaults block) and `python -m fastloops_helpers.book.bench loops` saves (through `run`).
@@ -53,15 +55,19 @@ def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True)
     return found
 
 
-def time_loops(found: dict[str, Callable[[], int]], rounds: int,
-               slow_rounds: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+def time_loops(
+    found: dict[str, Callable[[], int]], rounds: int, slow_rounds: int
+) -> tuple[dict[str, list[float]], dict[str, int]]:
     """Time the loops by group (VECTORISED over `rounds`, the slower ones and tf.data over `slow_rounds`).
 
     Each group runs interleaved after one untimed epoch of each of its loops, which warms it up (and starts the
     persistent workers) and counts its batches. Return ({name: seconds per epoch}, {name: batches per epoch}).
     """
-    groups = [(VECTORISED, rounds, "vectorised loops"), (SLOWER, slow_rounds, "slower loops"),
-              (("tf_data",), slow_rounds, "tf.data")]
+    groups = [
+        (VECTORISED, rounds, "vectorised loops"),
+        (SLOWER, slow_rounds, "slower loops"),
+        (("tf_data",), slow_rounds, "tf.data"),
+    ]
     seconds: dict[str, list[float]] = {}
     batches: dict[str, int] = {}
     for names, repeat, desc in groups:
@@ -76,10 +82,18 @@ def table(seconds: dict[str, list[float]], n: int, batches: dict[str, int] | Non
     """Return one row per loop, fastest first: median and p95 ms per epoch, samples/s, x the fastest's time."""
     med = {k: measure.median(v) for k, v in seconds.items()}
     best = min(med.values())
-    return [{"loop": k, "ms_per_epoch": med[k] * 1e3, "p95_ms": measure.p95(seconds[k]) * 1e3,
-             "samples_per_s": n / med[k], "x_fastest": med[k] / best, "epochs": len(seconds[k]),
-             **({"batches_per_epoch": batches[k]} if batches else {})}
-            for k in sorted(med, key=med.get)]
+    return [
+        {
+            "loop": k,
+            "ms_per_epoch": med[k] * 1e3,
+            "p95_ms": measure.p95(seconds[k]) * 1e3,
+            "samples_per_s": n / med[k],
+            "x_fastest": med[k] / best,
+            "epochs": len(seconds[k]),
+            **({"batches_per_epoch": batches[k]} if batches else {}),
+        }
+        for k in sorted(med, key=med.__getitem__)
+    ]
 
 
 def figures(seconds: dict[str, list[float]]) -> dict[str, float]:
@@ -94,20 +108,33 @@ def figures(seconds: dict[str, list[float]]) -> dict[str, float]:
     return found
 
 
-def measure_loops(num_samples: int, batch_size: int, num_workers: int, rounds: int, slow_rounds: int,
-                  with_tf: bool = True) -> BenchResult:
+def measure_loops(
+    num_samples: int, batch_size: int, num_workers: int, rounds: int, slow_rounds: int, with_tf: bool = True
+) -> BenchResult:
     """Time every loop of the slide and the extra ones over `num_samples` indices; return the table and figures.
 
     Explained in notebooks/01_the_question.ipynb.
     """
     found = slide_loops(num_samples, batch_size, num_workers, with_tf)
     seconds, batches = time_loops(found, rounds, slow_rounds)
-    knobs = {"samples": num_samples, "batch_size": batch_size, "num_workers": num_workers, "rounds": rounds,
-             "slow_rounds": slow_rounds, "tf_data": "tf_data" in found, "torch_threads": torch.get_num_threads()}
+    knobs = {
+        "samples": num_samples,
+        "batch_size": batch_size,
+        "num_workers": num_workers,
+        "rounds": rounds,
+        "slow_rounds": slow_rounds,
+        "tf_data": "tf_data" in found,
+        "torch_threads": torch.get_num_threads(),
+    }
     return BenchResult(table(seconds, num_samples, batches), figures(seconds), knobs=knobs, repeats=rounds)
 
 
 def run(scale: str) -> BenchResult:
     """Time every loop at the scale's samples and batch size, the vectorised ones over more rounds."""
-    return measure_loops(config.size("loops.samples", scale), config.size("loops.batch_size", scale), workers(),
-                         config.size("loops.rounds", scale), config.size("loops.worker_epochs", scale))
+    return measure_loops(
+        config.size("loops.samples", scale),
+        config.size("loops.batch_size", scale),
+        workers(),
+        config.size("loops.rounds", scale),
+        config.size("loops.worker_epochs", scale),
+    )

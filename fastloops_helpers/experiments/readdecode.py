@@ -51,8 +51,14 @@ def decoder_figure(rates: pd.DataFrame, baseline: str = "Pillow") -> Figure:
         col = rates[px].sort_values()
         ax.barh(col.index, col.values, color="#4c72b0")
         for y, v in enumerate(col.values):
-            ax.annotate(f"{v / rates.loc[baseline, px]:.2f}x", (v, y), xytext=(3, 0), textcoords="offset points",
-                        va="center", fontsize=8)
+            ax.annotate(
+                f"{v / rates.loc[baseline, px]:.2f}x",
+                (v, y),
+                xytext=(3, 0),
+                textcoords="offset points",
+                va="center",
+                fontsize=8,
+            )
         ax.set_xlabel("images per second (best pass)")
         ax.set_title(f"{px} x {px} px")
         ax.margins(x=0.2)
@@ -66,8 +72,14 @@ def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: i
     rows = []
     for px in sizes_px:
         blobs = decoders.encode_jpegs(count, px, quality)
-        rows.append({"px": px, "pixels": px * px, "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
-                     "s_per_image": 1 / decoders.images_per_second(decode, blobs)})
+        rows.append(
+            {
+                "px": px,
+                "pixels": px * px,
+                "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
+                "s_per_image": 1 / decoders.images_per_second(decode, blobs),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -89,10 +101,16 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
     try:
-        s = measure.interleaved({"torch_tensor": lambda: torch.tensor(a),
-                                 "copy_into_existing": lambda: dst.copy_(torch.from_numpy(a)),
-                                 "first_touch_torch": lambda: torch.empty(len(a)).fill_(0),
-                                 "numpy_array": lambda: np.array(a)}, repeat=repeat, warmup=1)
+        s = measure.interleaved(
+            {
+                "torch_tensor": lambda: torch.tensor(a),
+                "copy_into_existing": lambda: dst.copy_(torch.from_numpy(a)),
+                "first_touch_torch": lambda: torch.empty(len(a)).fill_(0),
+                "numpy_array": lambda: np.array(a),
+            },
+            repeat=repeat,
+            warmup=1,
+        )
     finally:
         torch.set_num_threads(threads)
     return {name: measure.median(v) for name, v in s.items()}
@@ -104,7 +122,7 @@ def transparent_hugepages() -> str:
     if not path.exists():
         return "unknown"
     text = path.read_text()
-    return text[text.index("[") + 1:text.index("]")] if "[" in text else text.strip()
+    return text[text.index("[") + 1 : text.index("]")] if "[" in text else text.strip()
 
 
 def gpu_copy_rows(nbytes: int, repeat: int = 10) -> tuple[list[dict[str, Any]], dict[str, str]]:
@@ -136,6 +154,7 @@ def _torch_copy(nbytes: int) -> Any:
         with torch.cuda.stream(stream):
             device.copy_(host, non_blocking=True)  # returns at once; the DMA runs on `stream`
         stream.synchronize()
+
     return copy
 
 
@@ -152,8 +171,14 @@ def _pycuda_copy(nbytes: int) -> Any:
     def copy() -> None:
         cuda.memcpy_htod_async(device, host, stream)  # the seed's call: returns at once
         stream.synchronize()
+
+    def copy_in_context() -> None:
+        context.push()
+        copy()
+        context.pop()
+
     context.pop()
-    return lambda: (context.push(), copy(), context.pop())
+    return copy_in_context
 
 
 def tensorrt_rows(model: torch.nn.Module, x: torch.Tensor, repeat: int = 20) -> tuple[list[dict[str, Any]], str]:

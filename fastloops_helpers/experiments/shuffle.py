@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -21,8 +22,9 @@ from . import BenchResult
 FULL = ("numpy permutation", "numpy shuffle (in place)", "torch randperm")
 
 
-def permuters(n: int, group_size: int, seed: int = 0,
-              slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> dict[str, Callable[[], Any]]:
+def permuters(
+    n: int, group_size: int, seed: int = 0, slide: Callable[..., torch.Tensor] = slide_grouped_permutation
+) -> dict[str, Callable[[], Any]]:
     """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present).
 
     `slide` is the slide's grouped shuffle: notebook 04 passes the one its cell defines.
@@ -30,11 +32,13 @@ def permuters(n: int, group_size: int, seed: int = 0,
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     index = np.arange(n)
-    fns = {"numpy permutation": lambda: rng.permutation(n),
-           "numpy shuffle (in place)": lambda: rng.shuffle(index),
-           "torch randperm": lambda: torch.randperm(n, generator=gen),
-           f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
-           f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
+    fns = {
+        "numpy permutation": lambda: rng.permutation(n),
+        "numpy shuffle (in place)": lambda: rng.shuffle(index),
+        "torch randperm": lambda: torch.randperm(n, generator=gen),
+        f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
+        f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen),
+    }
     if torch.cuda.is_available():
         cuda_gen = torch.Generator("cuda").manual_seed(seed)
         fns["torch randperm (cuda)"] = lambda: torch.randperm(n, generator=cuda_gen, device="cuda")
@@ -42,8 +46,9 @@ def permuters(n: int, group_size: int, seed: int = 0,
     return fns
 
 
-def time_permutations(n: int, group_size: int, repeat: int,
-                      slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> list[dict[str, Any]]:
+def time_permutations(
+    n: int, group_size: int, repeat: int, slide: Callable[..., torch.Tensor] = slide_grouped_permutation
+) -> list[dict[str, Any]]:
     """Time every permuter at size `n`, interleaved; one row per method with median seconds and ns per index.
 
     Every row carries `speedup_over_full`: the median over rounds of the fastest full CPU permutation's
@@ -54,9 +59,17 @@ def time_permutations(n: int, group_size: int, repeat: int,
     rows = []
     for name, values in seconds.items():
         t = measure.median(values)
-        rows.append({"n": n, "method": name, "seconds": t, "p95_s": measure.p95(values),
-                     "ns_per_index": t / n * 1e9, "gb_per_s_written": n * 8 / t / 1e9,
-                     "speedup_over_full": measure.ratio(seconds, fastest, name)})
+        rows.append(
+            {
+                "n": n,
+                "method": name,
+                "seconds": t,
+                "p95_s": measure.p95(values),
+                "ns_per_index": t / n * 1e9,
+                "gb_per_s_written": n * 8 / t / 1e9,
+                "speedup_over_full": measure.ratio(seconds, fastest, name),
+            }
+        )
     return rows
 
 
@@ -66,8 +79,9 @@ def headline(rows: list[dict[str, Any]], n: int, method: str = "grouped_permutat
     return next(r["speedup_over_full"] for r in rows if r["n"] == n and r["method"].startswith(method))
 
 
-def group_size_speed(n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm",
-                     seed: int = 0) -> list[dict[str, Any]]:
+def group_size_speed(
+    n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm", seed: int = 0
+) -> list[dict[str, Any]]:
     """Time grouped_permutation at size `n` per group size, interleaved with the full permutation `full_method`.
 
     One row per group size: median seconds and the median over rounds of full/grouped. Explained in
@@ -76,15 +90,23 @@ def group_size_speed(n: int, group_sizes: Iterable[int], repeat: int, full_metho
     if full_method not in FULL:
         raise ValueError(f"full_method must be one of {FULL}, got {full_method!r}")
     gen = torch.Generator().manual_seed(seed)
-    fns = {full_method: permuters(n, 1, seed)[full_method]}
-    fns |= {g: (lambda g=g: grouped_permutation(n, g, gen)) for g in group_sizes}
+    fns: dict[str | int, Callable[[], Any]] = {full_method: permuters(n, 1, seed)[full_method]}
+    fns |= {g: partial(grouped_permutation, n, g, gen) for g in group_sizes}
     seconds = measure.interleaved(fns, repeat=repeat, warmup=1, desc="group sizes", shuffle=True)
-    return [{"group_size": g, "seconds": measure.median(seconds[g]), "full_method": full_method,
-             "speedup_over_full": measure.ratio(seconds, full_method, g)} for g in group_sizes]
+    return [
+        {
+            "group_size": g,
+            "seconds": measure.median(seconds[g]),
+            "full_method": full_method,
+            "speedup_over_full": measure.ratio(seconds, full_method, g),
+        }
+        for g in group_sizes
+    ]
 
 
-def sorted_blobs(n: int, classes: int = 10, features: int = 32, seed: int = 0,
-                 split: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+def sorted_blobs(
+    n: int, classes: int = 10, features: int = 32, seed: int = 0, split: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (X, y): overlapping Gaussian blobs, one per class, sorted by class (the worst case for groups).
 
     The class centres depend on `seed` only; `split` draws other samples around the same centres (a test set).
@@ -95,19 +117,27 @@ def sorted_blobs(n: int, classes: int = 10, features: int = 32, seed: int = 0,
     return X, y
 
 
-def quasi_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, page_size: int,
-                  seed: int) -> Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]:
+def quasi_batches(
+    X: torch.Tensor, y: torch.Tensor, batch_size: int, page_size: int, seed: int
+) -> Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]:
     """Return epoch -> batches in FFCV's QUASI_RANDOM order (pages of `page_size`, 2 x batch_size open)."""
+
     def epoch_batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng([seed, epoch])
         order = torch.from_numpy(quasi_random_permutation(len(y), page_size, 2 * batch_size, rng))
         for index in order.split(batch_size):
             yield X[index], y[index]
+
     return epoch_batches
 
 
-def train_accuracy(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]], epochs: int,
-                   test: tuple[torch.Tensor, torch.Tensor], classes: int = 10, seed: int = 0) -> float:
+def train_accuracy(
+    batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]],
+    epochs: int,
+    test: tuple[torch.Tensor, torch.Tensor],
+    classes: int = 10,
+    seed: int = 0,
+) -> float:
     """Train a small MLP with SGD on `batches(epoch)` for `epochs`; return its test accuracy."""
     torch.manual_seed(seed)
     threads = torch.get_num_threads()
@@ -118,8 +148,12 @@ def train_accuracy(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.T
         torch.set_num_threads(threads)
 
 
-def _train(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]], epochs: int,
-           test: tuple[torch.Tensor, torch.Tensor], classes: int) -> float:
+def _train(
+    batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]],
+    epochs: int,
+    test: tuple[torch.Tensor, torch.Tensor],
+    classes: int,
+) -> float:
     X_test, y_test = test
     model = torch.nn.Sequential(torch.nn.Linear(X_test.shape[1], 64), torch.nn.ReLU(), torch.nn.Linear(64, classes))
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
@@ -132,8 +166,23 @@ def _train(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]]
         return float((model(X_test).argmax(1) == y_test).float().mean())
 
 
-def quality_rows(n: int, group_sizes: Iterable[int], batch_size: int = 100, epochs: int = 2,
-                 classes: int = 10, seed: int = 0) -> list[dict[str, Any]]:
+def _epochs_of(loader: Any) -> Callable[[int], Iterable[Any]]:
+    """Return epoch -> `loader` set to that epoch (a BatchLoader reshuffles per epoch)."""
+
+    def epoch_batches(epoch: int) -> Iterable[Any]:
+        loader.set_epoch(epoch)
+        return loader
+
+    return epoch_batches
+
+
+def _quasi_order(n: int, page_size: int, buffer_size: int, seed: int) -> np.ndarray:
+    return quasi_random_permutation(n, page_size, buffer_size, np.random.default_rng(seed))
+
+
+def quality_rows(
+    n: int, group_sizes: Iterable[int], batch_size: int = 100, epochs: int = 2, classes: int = 10, seed: int = 0
+) -> list[dict[str, Any]]:
     """Class mix per batch (entropy, bits) and test accuracy after a short run, per order and group size."""
     from ..load.batch_loader import BatchLoader
 
@@ -142,23 +191,39 @@ def quality_rows(n: int, group_sizes: Iterable[int], batch_size: int = 100, epoc
     gen = torch.Generator().manual_seed(seed)
     orders: list[tuple[str, int, Callable[[int], Iterable], Callable[[], Any]]] = []
     full = BatchLoader((X, y), batch_size, shuffle=True, seed=seed)
-    orders.append(("full shuffle", n, lambda e, L=full: (L.set_epoch(e), L)[1], lambda: torch.randperm(n, generator=gen)))
+    orders.append(("full shuffle", n, _epochs_of(full), lambda: torch.randperm(n, generator=gen)))
     for g in group_sizes:
         grouped = BatchLoader((X, y), batch_size, shuffle="grouped", seed=seed, group_size=g)
-        orders.append(("grouped", g, lambda e, L=grouped: (L.set_epoch(e), L)[1],
-                       lambda g=g: grouped_permutation(n, g, gen)))
-        orders.append(("FFCV quasi-random", g, quasi_batches(X, y, batch_size, g, seed),
-                       lambda g=g: quasi_random_permutation(n, g, 2 * batch_size, np.random.default_rng(seed))))
+        orders.append(("grouped", g, _epochs_of(grouped), partial(grouped_permutation, n, g, gen)))
+        orders.append(
+            (
+                "FFCV quasi-random",
+                g,
+                quasi_batches(X, y, batch_size, g, seed),
+                partial(_quasi_order, n, g, 2 * batch_size, seed),
+            )
+        )
     rows = []
     for name, g, batches, make_order in measure.progress(orders, desc="orders"):
         entropy = batch_class_entropy(y, make_order(), batch_size, classes)
-        rows.append({"order": name, "group_size": g, "entropy_bits": entropy,
-                     "test_accuracy": train_accuracy(batches, epochs, test, classes, seed)})
+        rows.append(
+            {
+                "order": name,
+                "group_size": g,
+                "entropy_bits": entropy,
+                "test_accuracy": train_accuracy(batches, epochs, test, classes, seed),
+            }
+        )
     return rows
 
 
-def cost_curve(sizes: Iterable[int], n_headline: int, group_size: int, repeat: int,
-               slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> BenchResult:
+def cost_curve(
+    sizes: Iterable[int],
+    n_headline: int,
+    group_size: int,
+    repeat: int,
+    slide: Callable[..., torch.Tensor] = slide_grouped_permutation,
+) -> BenchResult:
     """Time full and grouped permutations at every N of `sizes` and at `n_headline`; return rows and figures.
 
     Explained in notebooks/04_fast_shuffle.ipynb.
@@ -166,8 +231,11 @@ def cost_curve(sizes: Iterable[int], n_headline: int, group_size: int, repeat: i
     sizes = sorted(set(sizes) | {n_headline})
     rows = [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat, slide)]
     key = f"grouped_speedup_2p{round(math.log2(n_headline))}"
-    figures = {key: headline(rows, n_headline), "grouped_speedup_headline": headline(rows, n_headline),
-               "slide_grouped_speedup_headline": headline(rows, n_headline, "slide's grouped (g=")}
+    figures = {
+        key: headline(rows, n_headline),
+        "grouped_speedup_headline": headline(rows, n_headline),
+        "slide_grouped_speedup_headline": headline(rows, n_headline, "slide's grouped (g="),
+    }
     at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_headline}
     figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_headline * 1e9
     at_small = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == sizes[0]}
@@ -178,5 +246,9 @@ def cost_curve(sizes: Iterable[int], n_headline: int, group_size: int, repeat: i
 
 def run(scale: str) -> BenchResult:
     """Time full and grouped permutations over `scale`'s N sweep plus its headline N (2^26 at workshop)."""
-    return cost_curve(config.size("shuffle.sizes", scale), config.size("shuffle.n_headline", scale),
-                      config.size("shuffle.group_size", scale), config.size("shuffle.repeat", scale))
+    return cost_curve(
+        config.size("shuffle.sizes", scale),
+        config.size("shuffle.n_headline", scale),
+        config.size("shuffle.group_size", scale),
+        config.size("shuffle.repeat", scale),
+    )

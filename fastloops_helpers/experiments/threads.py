@@ -19,12 +19,12 @@ import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
-from ..measure import timeline
-from ..measure.clock import now
-from ..data.decoders import encode_jpegs, find_decoders
+from ..data.decoders import Decoder, encode_jpegs, find_decoders
 from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
 from ..load.thread_loader import ThreadLoader
+from ..measure import timeline
+from ..measure.clock import now
 from . import BenchResult
 from . import imagefolder as imf
 
@@ -96,8 +96,13 @@ def epoch_stats(make: Callable[[], Iterable[Any]], epochs: int) -> dict[str, flo
         first.append(f.seconds)
     del it, loader
     _reap(before)
-    return {"img_per_s": measure.median(rates), "cpu_s_per_img": measure.median(cpu),
-            "pss_mb": max(pss), "added_pss_mb": max(pss) - base, "first_batch_s": measure.median(first)}
+    return {
+        "img_per_s": measure.median(rates),
+        "cpu_s_per_img": measure.median(cpu),
+        "pss_mb": max(pss),
+        "added_pss_mb": max(pss) - base,
+        "first_batch_s": measure.median(first),
+    }
 
 
 def _child_pids() -> set[int]:
@@ -117,15 +122,20 @@ def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]
 
     class Epochs:
         def __iter__(self) -> Any:
-            p = (PipelineBuilder()
-                 .add_source(range(len(ds)))                                        # the indices, in order
-                 .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # samples on `threads` threads
-                 .aggregate(batch_size)                                             # lists of batch_size samples
-                 .pipe(torch.utils.data.default_collate)                            # one batch of tensors
-                 .add_sink(3)                                                       # at most 3 batches waiting
-                 .build(num_threads=threads))                                       # the asyncio loop's thread pool
+            # spdl's PipelineBuilder() infers no item types, and notebook 14 shows it so: hence the ignores
+            p = (
+                PipelineBuilder()  # type: ignore[var-annotated]
+                .add_source(range(len(ds)))  # type: ignore[arg-type]  # the indices, in order
+                # samples on `threads` threads
+                .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # type: ignore[arg-type]
+                .aggregate(batch_size)  # lists of batch_size samples
+                .pipe(torch.utils.data.default_collate)  # one batch of tensors
+                .add_sink(3)  # at most 3 batches waiting
+                .build(num_threads=threads)
+            )  # the asyncio loop's thread pool
             with p.auto_stop():
                 yield from p
+
     return Epochs()
 
 
@@ -136,31 +146,34 @@ def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) ->
     class Epochs:
         def __iter__(self) -> Any:
             gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
-            node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
-                                     method=method, in_order=True)  # samples on threads or processes, in order
-            node = tn.Batcher(node, batch_size, drop_last=False)      # lists of batch_size samples
+            node = tn.ParallelMapper(
+                tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers, method=method, in_order=True
+            )  # samples on threads or processes, in order
+            node = tn.Batcher(node, batch_size, drop_last=False)  # lists of batch_size samples
             yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
+
     return Epochs()
 
 
-def configurations(ds: ImageFolder, batch_size: int, threads: int, workers: int
-                   ) -> dict[str, Callable[[], Iterable[Any]]]:
+def configurations(
+    ds: ImageFolder, batch_size: int, threads: int, workers: int
+) -> dict[str, Callable[[], Iterable[Any]]]:
     """Return {pipeline name: a function making its loader}; optional packages missing are left out.
 
     The DataLoader runs with 0 to `workers` worker processes, every thread pipeline with `threads` threads.
     """
     configs: dict[str, Callable[[], Iterable[Any]]] = {}
     for w in range(workers + 1):  # worker processes (0: in this process), started once and kept between epochs
-        configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
-                                                             persistent_workers=w > 0)
+        configs[f"DataLoader, {w} workers (fork)"] = partial(
+            DataLoader, ds, batch_size, num_workers=w, persistent_workers=w > 0
+        )
     configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
     if _has("spdl.pipeline"):
         configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
     if _has("torchdata.nodes"):
         configs[f"torchdata.nodes, {threads} threads"] = lambda: nodes_loader(ds, batch_size, threads, "thread")
         configs[f"torchdata.nodes, {workers} processes"] = lambda: nodes_loader(ds, batch_size, workers, "process")
-    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
-                                                                              batch_size)
+    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train", batch_size)
     return configs
 
 
@@ -181,8 +194,9 @@ def _has(module: str) -> bool:
         return False
 
 
-def startup(ds: ImageFolder, batch_size: int, workers: int,
-            methods: tuple[str, ...] = ("fork", "forkserver", "spawn")) -> list[dict[str, Any]]:
+def startup(
+    ds: ImageFolder, batch_size: int, workers: int, methods: tuple[str, ...] = ("fork", "forkserver", "spawn")
+) -> list[dict[str, Any]]:
     """Return, per start method, a fresh `workers`-worker DataLoader's first-batch latency and its processes' PSS."""
     size = len(pickle.dumps(ds))
     rows = []
@@ -190,8 +204,15 @@ def startup(ds: ImageFolder, batch_size: int, workers: int,
         batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m))
         with measure.Timer() as t:
             next(batches)
-        rows.append({"start_method": m, "workers": workers, "first_batch_s": t.seconds, "pickled_bytes": size,
-                     "pss_mb": tree_pss_mb()})
+        rows.append(
+            {
+                "start_method": m,
+                "workers": workers,
+                "first_batch_s": t.seconds,
+                "pickled_bytes": size,
+                "pss_mb": tree_pss_mb(),
+            }
+        )
         del batches
     return rows
 
@@ -207,12 +228,16 @@ def limit_rounds(ds: ImageFolder, batch_size: int, threads: int, images: int, ro
     cores = os.cpu_count() or 1
     picks = range(0, len(ds), max(1, len(ds) // images))[:images]
     loader = ThreadLoader(ds, batch_size, threads=threads)
-    t = measure.interleaved({"one thread": lambda: [ds[i] for i in picks], "ThreadLoader": measure.drain(loader)},
-                            rounds, warmup=1)
+    t = measure.interleaved(
+        {"one thread": lambda: [ds[i] for i in picks], "ThreadLoader": measure.drain(loader)}, rounds, warmup=1
+    )
     one = [len(picks) / s for s in t["one thread"]]
     ratios = [loader.num_samples() / s / (o * cores) for s, o in zip(t["ThreadLoader"], one)]
-    return {"one_thread_img_per_s": measure.median(one), "limit_img_per_s": measure.median(one) * cores,
-            "helpers_threads_over_limit": measure.median(ratios)}
+    return {
+        "one_thread_img_per_s": measure.median(one),
+        "limit_img_per_s": measure.median(one) * cores,
+        "helpers_threads_over_limit": measure.median(ratios),
+    }
 
 
 def gil_speedups(count: int, px: int) -> dict[str, float]:
@@ -225,45 +250,69 @@ def gil_speedups(count: int, px: int) -> dict[str, float]:
             continue
         dec = found[name]
         with ThreadPoolExecutor(2) as pool:
-            t = measure.interleaved({"1": lambda: [dec(b) for b in blobs],
-                                     "2": lambda: list(pool.map(dec, blobs))}, repeat=3, warmup=1)
+            t = measure.interleaved(_one_and_two_threads(dec, blobs, pool), repeat=3, warmup=1)
         out[name] = measure.median(t["1"]) / measure.median(t["2"])
     return out
+
+
+def _one_and_two_threads(dec: Decoder, blobs: list[bytes], pool: ThreadPoolExecutor) -> dict[str, Callable[[], Any]]:
+    """Return {"1": decode `blobs` on this thread, "2": decode them on `pool`'s two threads}."""
+    return {"1": lambda: [dec(b) for b in blobs], "2": lambda: list(pool.map(dec, blobs))}
 
 
 def run(scale: str) -> BenchResult:
     """Measure every pipeline, the start methods, the physical limit and the decoders' GIL release at `scale`."""
     s, cores = config.sizes("threads", scale), os.cpu_count() or 1
-    k = dict(batch_size=s["batch_size"], epochs=s["epochs"], threads=s["threads_per_core"] * cores, workers=cores,
-             limit_images=s["limit_images"], limit_rounds=s["limit_rounds"], gil_images=s["gil_images"],
-             gil_px=config.size("imagefolder.px", scale))
+    k = dict(
+        batch_size=s["batch_size"],
+        epochs=s["epochs"],
+        threads=s["threads_per_core"] * cores,
+        workers=cores,
+        limit_images=s["limit_images"],
+        limit_rounds=s["limit_rounds"],
+        gil_images=s["gil_images"],
+        gil_px=config.size("imagefolder.px", scale),
+    )
     ds, bs = dataset(scale), k["batch_size"]
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
     try:
-        rows = [{"pipeline": name, **epoch_stats(make, k["epochs"])} for name, make
-                in measure.progress(configurations(ds, bs, k["threads"], k["workers"]).items(), desc="pipelines")]
+        rows = [
+            {"pipeline": name, **epoch_stats(make, k["epochs"])}
+            for name, make in measure.progress(
+                configurations(ds, bs, k["threads"], k["workers"]).items(), desc="pipelines"
+            )
+        ]
         limit = limit_rounds(ds, bs, k["threads"], k["limit_images"], k["limit_rounds"])
         starts = startup(ds, bs, k["workers"])
     finally:
         torch.set_num_threads(torch_threads)
     gil = gil_speedups(k["gil_images"], k["gil_px"])
-    return BenchResult(rows, figures(rows, limit, starts, gil),
-                       knobs={"images": len(ds), "cores": cores, **k, "skipped": skipped()}, repeats=k["epochs"])
+    return BenchResult(
+        rows,
+        figures(rows, limit, starts, gil),
+        knobs={"images": len(ds), "cores": cores, **k, "skipped": skipped()},
+        repeats=k["epochs"],
+    )
 
 
-def figures(rows: list[dict[str, Any]], limit: dict[str, float], starts: list[dict[str, Any]],
-            gil: dict[str, float]) -> dict[str, float]:
+def figures(
+    rows: list[dict[str, Any]], limit: dict[str, float], starts: list[dict[str, Any]], gil: dict[str, float]
+) -> dict[str, float]:
     """Return the flat figures the targets check."""
     dl_best, tl = _best_dataloader(rows), _thread_row(rows)
     spdl = next((r for r in rows if r["pipeline"].startswith("SPDL")), None)
-    out = {"limit_img_per_s": limit["limit_img_per_s"], "threadloader_img_per_s": tl["img_per_s"],
-           "dataloader_best_img_per_s": dl_best["img_per_s"],
-           "helpers_threads_over_limit": limit["helpers_threads_over_limit"],
-           "helpers_threads_over_dataloader_best": tl["img_per_s"] / dl_best["img_per_s"],
-           "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl_best["pss_mb"],
-           "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl_best["cpu_s_per_img"],
-           "pickled_dataset_bytes": starts[0]["pickled_bytes"], **memory_split(rows)}
+    out = {
+        "limit_img_per_s": limit["limit_img_per_s"],
+        "threadloader_img_per_s": tl["img_per_s"],
+        "dataloader_best_img_per_s": dl_best["img_per_s"],
+        "helpers_threads_over_limit": limit["helpers_threads_over_limit"],
+        "helpers_threads_over_dataloader_best": tl["img_per_s"] / dl_best["img_per_s"],
+        "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl_best["pss_mb"],
+        "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl_best["cpu_s_per_img"],
+        "pickled_dataset_bytes": starts[0]["pickled_bytes"],
+        **memory_split(rows),
+    }
     if spdl is not None:
         out["helpers_threads_over_spdl"] = tl["img_per_s"] / spdl["img_per_s"]
     for s in starts:
@@ -283,9 +332,13 @@ def memory_split(rows: list[dict[str, Any]]) -> dict[str, float]:
     """
     dl_best, tl = _best_dataloader(rows), _thread_row(rows)
     base, t, d = tl["pss_mb"] - tl["added_pss_mb"], tl["added_pss_mb"], dl_best["added_pss_mb"]
-    return {"pss_baseline_mb": base, "threadloader_added_pss_mb": t, "dataloader_best_added_pss_mb": d,
-            "helpers_threads_added_pss_over_dataloader_best": t / d,
-            "dataloader_added_pss_for_half_total_mb": base + 2 * t}
+    return {
+        "pss_baseline_mb": base,
+        "threadloader_added_pss_mb": t,
+        "dataloader_best_added_pss_mb": d,
+        "helpers_threads_added_pss_over_dataloader_best": t / d,
+        "dataloader_added_pss_for_half_total_mb": base + 2 * t,
+    }
 
 
 def _best_dataloader(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -310,7 +363,8 @@ class _TimedSamples:
     """Wrap a dataset so each sample's fetch is recorded with the name of the thread that ran it."""
 
     def __init__(self, ds: Any) -> None:
-        self.ds, self.events, self.lock = ds, [], threading.Lock()
+        self.ds, self.lock = ds, threading.Lock()
+        self.events: list[tuple[str, str, float, float]] = []  # (lane, stage, start, end)
 
     def __len__(self) -> int:
         return len(self.ds)
@@ -319,8 +373,9 @@ class _TimedSamples:
         start = now()
         x = self.ds[index]
         with self.lock:
-            self.events.append((threading.current_thread().name.replace("ThreadLoader_", "thread "), "fetch",
-                                start, now()))
+            self.events.append(
+                (threading.current_thread().name.replace("ThreadLoader_", "thread "), "fetch", start, now())
+            )
         return x
 
     def collate(self, samples: list[Any]) -> timeline.TimedBatch:
@@ -331,16 +386,20 @@ class _TimedSamples:
         return timeline.TimedBatch(data, events + [("main: collate", "collate", start, now())])
 
 
-def timelines(ds: ImageFolder, batch_size: int, threads: int, workers: int, step_s: float, batches: int
-              ) -> dict[str, timeline.Timeline]:
+def timelines(
+    ds: ImageFolder, batch_size: int, threads: int, workers: int, step_s: float, batches: int
+) -> dict[str, timeline.Timeline]:
     """Record `batches` batches of a `threads`-thread ThreadLoader and of a `workers`-worker DataLoader, each batch
     followed by a step that sleeps `step_s` seconds."""
     timed = _TimedSamples(ds)
     step = timeline.gpu_like_step(step_s)
-    out = {f"ThreadLoader, {threads} threads": timeline.record(ThreadLoader(timed, batch_size, threads=threads,
-                                                                            collate=timed.collate),
-                                                               step, max_batches=batches)}
+    out = {
+        f"ThreadLoader, {threads} threads": timeline.record(
+            ThreadLoader(timed, batch_size, threads=threads, collate=timed.collate), step, max_batches=batches
+        )
+    }
     tds, tc = timeline.instrument(ds)
-    out[f"DataLoader, {workers} workers"] = timeline.record(DataLoader(tds, batch_size, num_workers=workers,
-                                                                       collate_fn=tc), step, max_batches=batches)
+    out[f"DataLoader, {workers} workers"] = timeline.record(
+        DataLoader(tds, batch_size, num_workers=workers, collate_fn=tc), step, max_batches=batches
+    )
     return out

@@ -19,8 +19,14 @@ SKIP = 2  # batches per epoch left out of step timings: worker start-up and pipe
 Step = Callable[[torch.Tensor, torch.Tensor], Any]
 
 
-def batch_times(loader: Iterable[Any], epochs: int, step: Step | None = None, skip: int = SKIP,
-                device: torch.device | None = None, limit: int | None = None) -> list[float]:
+def batch_times(
+    loader: Iterable[Any],
+    epochs: int,
+    step: Step | None = None,
+    skip: int = SKIP,
+    device: torch.device | None = None,
+    limit: int | None = None,
+) -> list[float]:
     """Return the seconds of each batch (fetching it plus `step`), over `epochs` epochs.
 
     As in seed 003, consecutive batches are timed back to back, so the clock counts everything the loop waits

@@ -37,20 +37,28 @@ def make_loader(dataset: Any, num_workers: int, batch_size: int, **kw: Any) -> D
     return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate, **kw)
 
 
-def measure_loader(loader: Any, step_ms: float, epochs: int = 1,
-                   wrap: Any = None) -> tuple[dict[str, Any], timeline.Timeline]:
+def measure_loader(
+    loader: Any, step_ms: float, epochs: int = 1, wrap: Any = None
+) -> tuple[dict[str, Any], timeline.Timeline]:
     """Record `epochs` epochs of `loader` (optionally wrapped, e.g. by a prefetcher) with a `step_ms` GPU-like step.
 
     With a GPU, each batch is also copied to it (the timeline's `copy` stage); on the CPU there is no copy.
     """
     step = timeline.gpu_like_step(step_ms / 1000)
     device = config.device() if config.device().type == "cuda" else None
-    tl = None
+    tl: timeline.Timeline | None = None
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(pin_memory|worker processes|CUDAPrefetcher).*")
         for _ in range(epochs):
-            tl = timeline.record(wrap(loader) if wrap else loader, step=step, device=device, timeline=tl,
-                                 copy=partial(move_to, device=device, non_blocking=True) if device else None)
+            tl = timeline.record(
+                wrap(loader) if wrap else loader,
+                step=step,
+                device=device,
+                timeline=tl,
+                copy=partial(move_to, device=device, non_blocking=True) if device else None,
+            )
+    if tl is None:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
     return tl.summary(), tl
 
 
@@ -59,19 +67,31 @@ def ladder(cores: int | None = None) -> list[int]:
     return sorted({0, 1, 2, cores or os.cpu_count() or 1})
 
 
-def sweep(dataset: Any, configs: dict[str, dict[str, Any]], batch_size: int, step_ms: float,
-          epochs: int = 1) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
-    """Record each named configuration (DataLoader keywords, plus `wrap`: a prefetcher class); return rows and timelines."""
+def sweep(
+    dataset: Any, configs: dict[str, dict[str, Any]], batch_size: int, step_ms: float, epochs: int = 1
+) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
+    """Record each named configuration; return rows and timelines.
+
+    A configuration is DataLoader keywords, plus `wrap`: a prefetcher class.
+    """
     rows, timelines = [], {}
     for label, knobs in configs.items():
         knobs = dict(knobs)
         wrap = knobs.pop("wrap", None)
         loader = make_loader(dataset, knobs.pop("num_workers", 0), batch_size, **knobs)
         summary, tl = measure_loader(loader, step_ms, epochs=epochs, wrap=wrap)
-        rows.append({"config": label, "img_per_s": summary["samples_per_s"], "wait_share": summary["wait_share"],
-                     "first_batch_s": summary["first_batch_s"], "wall_s": summary["wall_s"],
-                     "batches": steps(tl), "parallelism": timeline.parallelism(tl),
-                     "overlap": timeline.overlap_share(tl)})
+        rows.append(
+            {
+                "config": label,
+                "img_per_s": summary["samples_per_s"],
+                "wait_share": summary["wait_share"],
+                "first_batch_s": summary["first_batch_s"],
+                "wall_s": summary["wall_s"],
+                "batches": steps(tl),
+                "parallelism": timeline.parallelism(tl),
+                "overlap": timeline.overlap_share(tl),
+            }
+        )
         timelines[label] = tl
     return rows, timelines
 
@@ -81,8 +101,9 @@ def steps(tl: timeline.Timeline) -> int:
     return int((tl.frame().stage == "step").sum())
 
 
-def epoch_starts(dataset: Any, num_workers: int, batch_size: int, step_ms: float, persistent_workers: bool,
-                 **kw: Any) -> list[float]:
+def epoch_starts(
+    dataset: Any, num_workers: int, batch_size: int, step_ms: float, persistent_workers: bool, **kw: Any
+) -> list[float]:
     """Record two epochs; return the delay from the start of each epoch to its first batch, in seconds."""
     loader = make_loader(dataset, num_workers, batch_size, persistent_workers=persistent_workers, **kw)
     _, tl = measure_loader(loader, step_ms, epochs=2)
@@ -107,12 +128,24 @@ def run(scale: str) -> BenchResult:
         row["num_workers"] = n
     base = rows[0]["img_per_s"]
     best = max(rows, key=lambda r: r["img_per_s"])
-    figures = {"img_per_s_workers0": base, "img_per_s_best": best["img_per_s"],
-               "best_num_workers": best["num_workers"], "speedup_best_vs_0": best["img_per_s"] / base,
-               "wait_share_workers0": rows[0]["wait_share"], "wait_share_best": best["wait_share"],
-               "workers0_epoch_s": rows[0]["wall_s"], "workers0_batches": rows[0]["batches"]}
-    knobs = {"images": len(dataset), "px": px, "batch_size": batch_size, "step_ms": step_ms,
-             "cores": os.cpu_count(), "main_threads": 1}
+    figures = {
+        "img_per_s_workers0": base,
+        "img_per_s_best": best["img_per_s"],
+        "best_num_workers": best["num_workers"],
+        "speedup_best_vs_0": best["img_per_s"] / base,
+        "wait_share_workers0": rows[0]["wait_share"],
+        "wait_share_best": best["wait_share"],
+        "workers0_epoch_s": rows[0]["wall_s"],
+        "workers0_batches": rows[0]["batches"],
+    }
+    knobs = {
+        "images": len(dataset),
+        "px": px,
+        "batch_size": batch_size,
+        "step_ms": step_ms,
+        "cores": os.cpu_count(),
+        "main_threads": 1,
+    }
     return BenchResult(rows, figures, knobs=knobs, repeats=1)
 
 
@@ -126,11 +159,15 @@ def getitem_costs(dataset: Any, batch_size: int, repeat: int | None = None) -> d
 
     indices = list(range(batch_size))
     samples = [dataset[i] for i in indices]
-    times = measure.interleaved({
-        "calls": lambda: [dataset[i] for i in indices],
-        "collate": lambda: default_collate(samples),
-        "getitems": lambda: dataset.__getitems__(indices),
-    }, repeat=repeat, warmup=2)
+    times = measure.interleaved(
+        {
+            "calls": lambda: [dataset[i] for i in indices],
+            "collate": lambda: default_collate(samples),
+            "getitems": lambda: dataset.__getitems__(indices),
+        },
+        repeat=repeat,
+        warmup=2,
+    )
     out = {f"{name}_s": measure.median(t) for name, t in times.items()}
     out["batch_bytes"] = float(sum(t.numel() * t.element_size() for t in samples[0]) * batch_size)
     return out

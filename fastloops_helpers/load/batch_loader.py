@@ -9,7 +9,7 @@ Explained in notebooks/03_custom_loader.ipynb.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
 import torch
@@ -60,10 +60,19 @@ class BatchLoader(Sampled):
     are views of `data` (no copy): clone them before writing to them.
     """
 
-    def __init__(self, data: Any, batch_size: int = 1, shuffle: bool | str = False, drop_last: bool = False,
-                 seed: int | None = None, generator: torch.Generator | None = None, rank: int = 0,
-                 world_size: int = 1, group_size: int | None = None,
-                 transform: Callable[[Any], Any] | None = None) -> None:
+    def __init__(
+        self,
+        data: Any,
+        batch_size: int = 1,
+        shuffle: bool | str = False,
+        drop_last: bool = False,
+        seed: int | None = None,
+        generator: torch.Generator | None = None,
+        rank: int = 0,
+        world_size: int = 1,
+        group_size: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+    ) -> None:
         if transform is not None and not callable(transform):
             raise TypeError(f"transform must be a function of a batch (or None), got a {type(transform).__name__}")
         self.batched_dataset = _is_getitems_dataset(data)
@@ -71,8 +80,9 @@ class BatchLoader(Sampled):
         self.num_rows = len(data) if self.batched_dataset else rows.num_rows(self.data)
         self.device = torch.device("cpu") if self.batched_dataset else rows.device_of(self.data)
         seed = _initial_seed(seed, generator, world_size)
-        self.sampler = EpochOrder(self.num_rows, batch_size, shuffle, drop_last, seed, rank, world_size, group_size,
-                                  self.device)
+        self.sampler = EpochOrder(
+            self.num_rows, batch_size, shuffle, drop_last, seed, rank, world_size, group_size, self.device
+        )
         self.transform = transform
 
     def __iter__(self) -> Iterator[Any]:
@@ -106,7 +116,7 @@ class BatchLoader(Sampled):
         for index in chunks:
             yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
 
-    def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
+    def _probe(self, chunks: list[torch.Tensor]) -> Generator[Any, None, tuple[str, int]]:
         # time each candidate gather on alternate chunks (still yielded); return the faster by its best time, and
         # how many chunks it took: the winner depends on whether other work keeps this machine's cores busy right
         # now (notebooks/02_getitem_cost.ipynb). A candidate CLEAR_WIN times slower after one try each ends it.
@@ -119,19 +129,28 @@ class BatchLoader(Sampled):
             yield from rows.split(chunk, self.batch_size)
             if i % len(rows.PROBED) == 0 and max(best.values()) > CLEAR_WIN * min(best.values()):
                 break
-        return min(best, key=best.get), i
+        return min(best, key=best.get), i  # type: ignore[arg-type]  # every key of best has a value
 
     def __repr__(self) -> str:
-        return (f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
-                f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
-                f"device={self.device}, batches={len(self)}"
-                + (f", transform={getattr(self.transform, '__name__', type(self.transform).__name__)})" if self.transform else ")"))
+        return (
+            f"BatchLoader(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
+            f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, "
+            f"device={self.device}, batches={len(self)}"
+            + (
+                f", transform={getattr(self.transform, '__name__', type(self.transform).__name__)})"
+                if self.transform
+                else ")"
+            )
+        )
 
 
 def _is_getitems_dataset(data: Any) -> bool:
     # TensorDicts have __getitems__ too, but gather faster through rows.take (about 8x on a memmapped tensorclass)
-    return (callable(getattr(data, "__getitems__", None)) and not rows.is_tensor_collection(data)
-            and not isinstance(data, (torch.Tensor, dict, list, tuple)))
+    return (
+        callable(getattr(data, "__getitems__", None))
+        and not rows.is_tensor_collection(data)
+        and not isinstance(data, (torch.Tensor, dict, list, tuple))
+    )
 
 
 def _initial_seed(seed: int | None, generator: torch.Generator | None, world_size: int) -> int:

@@ -12,8 +12,8 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from . import rows
 from ..tree import map_leaves
+from . import rows
 
 
 class RowDataset(Dataset):
@@ -48,7 +48,7 @@ class GetItemsMixin:
     """
 
     def __getitems__(self, indices: Sequence[int]) -> Any:
-        return self[torch.as_tensor(indices)]
+        return self[torch.as_tensor(indices)]  # type: ignore[index]  # the Dataset it is mixed into has __getitem__
 
 
 class BatchRowDataset(GetItemsMixin, RowDataset):

@@ -32,8 +32,14 @@ def _randperm(n: int, generator: torch.Generator | None) -> torch.Tensor:
     return torch.randperm(n, generator=generator, device=_gen_device(generator))
 
 
-def grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None, *,
-                        device: torch.device | str | None = None, variants: int = VARIANTS) -> torch.Tensor:
+def grouped_permutation(
+    n: int,
+    group_size: int,
+    generator: torch.Generator | None = None,
+    *,
+    device: torch.device | str | None = None,
+    variants: int = VARIANTS,
+) -> torch.Tensor:
     """Return a random int64 permutation of range(n) built from shuffled groups of `group_size` indices.
 
     The index is cut into consecutive groups; the order of the groups is shuffled, and inside every
@@ -55,13 +61,13 @@ def grouped_permutation(n: int, group_size: int, generator: torch.Generator | No
     slot = int(torch.randint(0, full + 1, (1,), generator=generator, device=_gen_device(generator))) if rest else full
     start = slot * group_size
     if rest:
-        out[start:start + rest] = _randperm(rest, generator).to(device) + full * group_size
+        out[start : start + rest] = _randperm(rest, generator).to(device) + full * group_size
     if full:
         k = min(variants, full)
         table = torch.stack([_randperm(group_size, generator) for _ in range(k)]).to(device)
         pick = torch.randint(0, k, (full,), generator=generator, device=_gen_device(generator)).to(device)
         _fill_groups(out[:start], order[:slot], pick[:slot], table)
-        _fill_groups(out[start + rest:], order[slot:], pick[slot:], table)
+        _fill_groups(out[start + rest :], order[slot:], pick[slot:], table)
     return out
 
 
@@ -89,8 +95,14 @@ def _mix(seed: int, epoch: int) -> int:
     return (z ^ (z >> 31)) & (2**63 - 1)
 
 
-def epoch_order(n: int, shuffle: bool | str, seed: int, epoch: int, device: torch.device | str = "cpu",
-                group_size: int | None = None) -> torch.Tensor:
+def epoch_order(
+    n: int,
+    shuffle: bool | str,
+    seed: int,
+    epoch: int,
+    device: torch.device | str = "cpu",
+    group_size: int | None = None,
+) -> torch.Tensor:
     """Return the order of all `n` row indices for one epoch, on `device`."""
     device = torch.device(device)
     dtype = torch.int32 if n < 2**31 else torch.int64  # half the memory: the shuffle runs in cache longer
@@ -164,9 +176,18 @@ class EpochOrder:
     Explained in notebooks/03_custom_loader.ipynb.
     """
 
-    def __init__(self, num_rows: int, batch_size: int, shuffle: bool | str = False, drop_last: bool = False,
-                 seed: int = 0, rank: int = 0, world_size: int = 1, group_size: int | None = None,
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self,
+        num_rows: int,
+        batch_size: int,
+        shuffle: bool | str = False,
+        drop_last: bool = False,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        group_size: int | None = None,
+        device: torch.device | str = "cpu",
+    ) -> None:
         check_sampling(batch_size, shuffle, rank, world_size, group_size)
         self.num_rows, self.batch_size, self.shuffle, self.drop_last = num_rows, batch_size, shuffle, drop_last
         self.seed, self.rank, self.world_size, self.group_size = int(seed), rank, world_size, group_size
@@ -196,11 +217,13 @@ class EpochOrder:
         """Return (the current epoch, the indices its batches use: no short tail with drop_last); move to the next."""
         epoch, order = self.epoch, self.indices()
         self.epoch += 1
-        return epoch, order[:len(self) * self.batch_size]
+        return epoch, order[: len(self) * self.batch_size]
 
     def __repr__(self) -> str:
-        return (f"EpochOrder(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
-                f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, epoch={self.epoch})")
+        return (
+            f"EpochOrder(rows={self.num_rows}, batch_size={self.batch_size}, shuffle={self.shuffle!r}, "
+            f"drop_last={self.drop_last}, rank={self.rank}, world_size={self.world_size}, epoch={self.epoch})"
+        )
 
 
 class Sampled:

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from .move import move_to
 from ..tree import is_tensor_collection, map_leaves, tensors
+from .move import move_to
 
 _END = object()
 
@@ -114,8 +114,10 @@ class CUDAPrefetcher:
     def _warn_once(self) -> None:
         if not CUDAPrefetcher.warned:
             CUDAPrefetcher.warned = True
-            warnings.warn(f"CUDAPrefetcher: no CUDA device (device={self.device}), passing batches through "
-                          f"unchanged", stacklevel=3)
+            warnings.warn(
+                f"CUDAPrefetcher: no CUDA device (device={self.device}), passing batches through unchanged",
+                stacklevel=3,
+            )
 
     def _stage(self, batch: Any, side: torch.cuda.Stream) -> Any:
         if self.pin:

@@ -45,8 +45,14 @@ class ProcessPrefetcher:
     its slot so that you own it (the slot is reused). Explained in notebooks/07_dataloader_anatomy.ipynb.
     """
 
-    def __init__(self, loader: Iterable[Any], depth: int = 3, device: torch.device | str | None = None,
-                 slots: bool | None = None, start_method: str | None = None) -> None:
+    def __init__(
+        self,
+        loader: Iterable[Any],
+        depth: int = 3,
+        device: torch.device | str | None = None,
+        slots: bool | None = None,
+        start_method: str | None = None,
+    ) -> None:
         if depth < 1:
             raise ValueError(f"depth must be >= 1, got {depth}")
         if device is None and torch.cuda.is_available():
@@ -80,10 +86,15 @@ class ProcessPrefetcher:
         for slot in range(self.depth):
             free.put(slot)
         # not a daemon: a daemon may not start processes, and the loader may have workers of its own
-        child = ctx.Process(target=_produce, args=(self.loader, ready, free, stop, self.depth, self.slots),
-                            name="ProcessPrefetcher", daemon=False)
+        # (typeshed types get_context(str) as BaseContext, which lacks Process; every real context has it)
+        child = ctx.Process(  # type: ignore[attr-defined]
+            target=_produce,
+            args=(self.loader, ready, free, stop, self.depth, self.slots),
+            name="ProcessPrefetcher",
+            daemon=False,
+        )
         child.start()
-        stager = _Stager(self.device) if self.cuda else None
+        stager = _Stager(self.device) if self.cuda else None  # type: ignore[arg-type]  # cuda: a device is set
         try:
             yield from self._receive_batches(ready, free, child, stager)
         finally:
@@ -202,7 +213,8 @@ def _linger(stop: Any) -> None:
 def _fits(bufs: list[torch.Tensor], tensors: list[torch.Tensor]) -> bool:
     return len(bufs) == len(tensors) and all(
         b.dtype == t.dtype and b.dim() == t.dim() and b.shape[1:] == t.shape[1:] and (t.dim() == 0 or len(t) <= len(b))
-        for b, t in zip(bufs, tensors))
+        for b, t in zip(bufs, tensors)
+    )
 
 
 def _fill(buf: torch.Tensor, t: torch.Tensor) -> int | None:
@@ -248,8 +260,10 @@ def _receive(ready: Any, child: Any) -> tuple:
 
 
 def _died(child: Any) -> RuntimeError:
-    return RuntimeError(f"ProcessPrefetcher's loader process exited with code {child.exitcode} before the end "
-                        "of the epoch (killed? out of memory?)")
+    return RuntimeError(
+        f"ProcessPrefetcher's loader process exited with code {child.exitcode} before the end "
+        "of the epoch (killed? out of memory?)"
+    )
 
 
 def _picklable(exc: Exception) -> Exception:
@@ -260,8 +274,10 @@ def _picklable(exc: Exception) -> Exception:
 
 
 def _rebuilt(exc: Exception, child_traceback: str, count: int) -> Exception:
-    exc.add_note(f"raised by the loader in ProcessPrefetcher's process after {count} batch(es); its traceback:\n"
-                 f"{child_traceback}")
+    exc.add_note(
+        f"raised by the loader in ProcessPrefetcher's process after {count} batch(es); its traceback:\n"
+        f"{child_traceback}"
+    )
     return exc
 
 

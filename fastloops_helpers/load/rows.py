@@ -10,6 +10,7 @@ Explained in notebooks/02_getitem_cost.ipynb and notebooks/03_custom_loader.ipyn
 from __future__ import annotations
 
 import warnings
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -18,9 +19,11 @@ import torch
 from ..tree import LeafError, is_tensor_collection, leaves, map_leaves
 from .order import one_thread
 
-NOT_ROWS = ("{where} is a {kind}, which cannot be indexed by a batch of indices: pass a tensor, a numpy array or "
-            "memmap, a TensorDict or tensorclass, a dict/tuple/list/namedtuple/dataclass of these, or a Dataset "
-            "with __getitems__")
+NOT_ROWS = (
+    "{where} is a {kind}, which cannot be indexed by a batch of indices: pass a tensor, a numpy array or "
+    "memmap, a TensorDict or tensorclass, a dict/tuple/list/namedtuple/dataclass of these, or a Dataset "
+    "with __getitems__"
+)
 
 # Which gather a CPU tensor uses (notebooks/02_getitem_cost.ipynb measures all of them). On an idle 2-core
 # machine torch's multithreaded `index_select` gathered matrix rows about 1.4x faster than numpy's single-threaded
@@ -33,12 +36,14 @@ PROBED = ("numpy", "index_select")  # the candidates "measure" times
 
 def to_tensors(data: Any, where: str = "data") -> Any:
     """Return `data` with every numpy array (memmaps included) wrapped as a tensor without a copy."""
+
     def wrap(leaf: Any) -> Any:
         if isinstance(leaf, np.ndarray):
             return _from_numpy(leaf)
         if isinstance(leaf, torch.Tensor) or is_tensor_collection(leaf):
             return leaf
         raise LeafError(leaf, NOT_ROWS)
+
     return map_leaves(wrap, data, where, refuse=NOT_ROWS)
 
 
@@ -50,8 +55,11 @@ def _from_numpy(array: np.ndarray) -> torch.Tensor:
         try:
             return torch.from_numpy(array)
         except TypeError:
-            raise LeafError(array, f"{{where}} has numpy dtype {array.dtype}, which torch cannot hold; convert it "
-                                   "first (e.g. array.astype(np.float32), or encode strings as integer ids)") from None
+            raise LeafError(
+                array,
+                f"{{where}} has numpy dtype {array.dtype}, which torch cannot hold; convert it "
+                "first (e.g. array.astype(np.float32), or encode strings as integer ids)",
+            ) from None
 
 
 def num_rows(data: Any) -> int:
@@ -74,7 +82,7 @@ def device_of(data: Any) -> torch.device:
 
 
 def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -> torch.Tensor:
-    """Return the rows `index` of one tensor with `primitive` (default: CPU_GATHER) on the CPU, index_select elsewhere."""
+    """Return the rows `index` of one tensor: with `primitive` (default: CPU_GATHER) on the CPU, else index_select."""
     if index.device != x.device:
         index = index.to(x.device)
     if x.device.type != "cpu":
@@ -134,8 +142,11 @@ def unzip(parts: Any) -> list[Any]:
     """Turn a structure whose leaves are `Parts` of equal length into a list of structures."""
     counts: list[int] = []
     map_leaves(lambda p: counts.append(len(p.items)) if isinstance(p, Parts) else None, parts)
-    return [map_leaves(lambda p, i=i: p.items[i] if isinstance(p, Parts) else p, parts)
-            for i in range(min(counts, default=0))]
+    return [map_leaves(partial(_part, i), parts) for i in range(min(counts, default=0))]
+
+
+def _part(i: int, leaf: Any) -> Any:
+    return leaf.items[i] if isinstance(leaf, Parts) else leaf
 
 
 def _split_leaf(leaf: Any, batch_size: int) -> list[Any]:
@@ -148,15 +159,15 @@ def _split_tensor(x: torch.Tensor, batch_size: int) -> list[torch.Tensor]:
     if x.shape[0] <= batch_size:  # a chunk of one batch: the chunk itself (a view costs ~20 µs of dispatch)
         return [x]
     full = x.shape[0] // batch_size
-    out = list(x[:full * batch_size].view(full, batch_size, *x.shape[1:]).unbind(0)) if full else []
+    out = list(x[: full * batch_size].view(full, batch_size, *x.shape[1:]).unbind(0)) if full else []
     if x.shape[0] > full * batch_size:
-        out.append(x[full * batch_size:])
+        out.append(x[full * batch_size :])
     return out
 
 
 def narrow(data: Any, start: int, length: int) -> Any:
     """Return rows `start:start+length` of every field as views."""
-    return map_leaves(lambda leaf: leaf[start:start + length], data)
+    return map_leaves(lambda leaf: leaf[start : start + length], data)
 
 
 def row_nbytes(data: Any) -> int:

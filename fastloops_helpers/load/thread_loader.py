@@ -61,9 +61,20 @@ class ThreadLoader(Sampled):
     Explained in notebooks/14_threads_or_processes.ipynb.
     """
 
-    def __init__(self, dataset: Any, batch_size: int = 1, *, threads: int = 4, shuffle: bool | str = False,
-                 seed: int = 0, drop_last: bool = False, rank: int = 0, world_size: int = 1,
-                 collate: Callable[[list[Any]], Any] = default_collate, prefetch: int | None = None) -> None:
+    def __init__(
+        self,
+        dataset: Any,
+        batch_size: int = 1,
+        *,
+        threads: int = 4,
+        shuffle: bool | str = False,
+        seed: int = 0,
+        drop_last: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+        collate: Callable[[list[Any]], Any] = default_collate,
+        prefetch: int | None = None,
+    ) -> None:
         if threads < 1:
             raise ValueError(f"threads must be >= 1, got threads={threads}")
         self.sampler = EpochOrder(len(dataset), batch_size, shuffle, drop_last, seed, rank, world_size)
@@ -107,7 +118,7 @@ class ThreadLoader(Sampled):
             while True:
                 # keep `prefetch` batches in flight: one future per sample, any free thread runs it
                 while len(pending) < self.prefetch and (start := next(starts, None)) is not None:
-                    chunk = order[start:start + self.batch_size]
+                    chunk = order[start : start + self.batch_size]
                     pending.append([pool.submit(self._load, epoch, i) for i in chunk])
                 if not pending:
                     return
@@ -120,8 +131,10 @@ class ThreadLoader(Sampled):
             pool.shutdown(wait=True, cancel_futures=True)
 
     def __repr__(self) -> str:
-        return (f"ThreadLoader({type(self.dataset).__name__}, batch_size={self.batch_size}, threads={self.threads}, "
-                f"shuffle={self.shuffle}, batches={len(self)})")
+        return (
+            f"ThreadLoader({type(self.dataset).__name__}, batch_size={self.batch_size}, threads={self.threads}, "
+            f"shuffle={self.shuffle}, batches={len(self)})"
+        )
 
 
 def _takes_generator(dataset: Any) -> bool:

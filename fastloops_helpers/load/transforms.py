@@ -31,8 +31,12 @@ def _check_image(x: Tensor) -> None:
 
 
 # -------------------------------------------------------------------------------------------- normalise
-def normalize(x: Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-              dtype: torch.dtype = torch.float32) -> Tensor:
+def normalize(
+    x: Tensor,
+    mean: Sequence[float] = IMAGENET_MEAN,
+    std: Sequence[float] = IMAGENET_STD,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
     """Return (x / 255 - mean) / std for uint8 input, (x - mean) / std for float input, as `dtype`.
 
     One multiply-add per pixel (the tutorial's InvAffine with loc = 255 mean, scale = 255 std), so it also
@@ -53,8 +57,9 @@ def normalize(x: Tensor, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[fl
     return x.to(dtype, copy=True).mul_(mul).add_(add)  # copy=True: never scale a float input in place
 
 
-def _affine(mean: Sequence[float], std: Sequence[float], unit: float, dtype: torch.dtype,
-            device: torch.device) -> tuple[Tensor, Tensor]:
+def _affine(
+    mean: Sequence[float], std: Sequence[float], unit: float, dtype: torch.dtype, device: torch.device
+) -> tuple[Tensor, Tensor]:
     # x * mul + add == (x / unit - mean) / std, computed in float64 once, then cast
     m, s = torch.tensor(mean, dtype=torch.float64), torch.tensor(std, dtype=torch.float64)
     mul = (1.0 / (unit * s)).to(dtype=dtype, device=device).view(-1, 1, 1)
@@ -72,8 +77,12 @@ class Normalize(nn.Module):
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
 
-    def __init__(self, mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                 dtype: torch.dtype = torch.float32) -> None:
+    def __init__(
+        self,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        dtype: torch.dtype = torch.float32,
+    ) -> None:
         super().__init__()
         self.mean, self.std, self.dtype = tuple(mean), tuple(std), dtype
 
@@ -82,8 +91,9 @@ class Normalize(nn.Module):
 
 
 # ------------------------------------------------------------------------------------ random crop, flip
-def crop_offsets(n: int, height: int, width: int, size: int, generator: torch.Generator | None = None
-                 ) -> tuple[Tensor, Tensor]:
+def crop_offsets(
+    n: int, height: int, width: int, size: int, generator: torch.Generator | None = None
+) -> tuple[Tensor, Tensor]:
     """Draw one (top, left) offset per sample for `size` x `size` crops of a `height` x `width` image."""
     if size > height or size > width:
         raise ValueError(f"crop size {size} is larger than the image ({height} x {width}): resize first")
@@ -104,7 +114,9 @@ def crop(x: Tensor, tops: Tensor, lefts: Tensor, size: int, flips: Tensor | None
     single = x.dim() == 3
     x = x.unsqueeze(0) if single else x
     flips = flips if flips is not None else torch.zeros(len(x), dtype=torch.bool)
-    out = _crop_copy(x, tops, lefts, size, flips) if x.device.type == "cpu" else _crop_gather(x, tops, lefts, size, flips)
+    out = (
+        _crop_copy(x, tops, lefts, size, flips) if x.device.type == "cpu" else _crop_gather(x, tops, lefts, size, flips)
+    )
     return out[0] if single else out
 
 
@@ -113,7 +125,7 @@ def _crop_copy(x: Tensor, tops: Tensor, lefts: Tensor, size: int, flips: Tensor)
     src = x.numpy()
     out = np.empty((len(x), x.shape[1], size, size), dtype=src.dtype)
     for i, (top, left, flip) in enumerate(zip(tops.tolist(), lefts.tolist(), flips.tolist())):
-        window = src[i, :, top:top + size, left:left + size]
+        window = src[i, :, top : top + size, left : left + size]
         out[i] = window[..., ::-1] if flip else window
     return torch.from_numpy(out)
 
@@ -194,9 +206,15 @@ class CropFlipNormalize(nn.Module):
     `crop` and one `normalize`. Explained in notebooks/09_precompute_memmap.ipynb.
     """
 
-    def __init__(self, crop: int | None = None, hflip_p: float = 0.0, mean: Sequence[float] = IMAGENET_MEAN,
-                 std: Sequence[float] = IMAGENET_STD, num_threads: int = 1,
-                 generator: torch.Generator | None = None) -> None:
+    def __init__(
+        self,
+        crop: int | None = None,
+        hflip_p: float = 0.0,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        num_threads: int = 1,
+        generator: torch.Generator | None = None,
+    ) -> None:
         super().__init__()
         if num_threads < 1:
             raise ValueError(f"num_threads must be >= 1, got {num_threads}")
@@ -210,9 +228,17 @@ class CropFlipNormalize(nn.Module):
         n, _, h, w = x.shape
         size = self.crop if self.crop is not None else None
         tops, lefts = crop_offsets(n, h, w, size, self.generator) if size else (torch.zeros(n, dtype=torch.long),) * 2
-        flips = torch.rand(n, generator=self.generator) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
+        flips = (
+            torch.rand(n, generator=self.generator) < self.hflip_p
+            if self.hflip_p > 0
+            else torch.zeros(n, dtype=torch.bool)
+        )
         if x.device.type != "cpu" or x.dtype not in _NUMPY_OK:
-            cropped = crop(x, tops, lefts, size, flips) if size else torch.where(flips.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
+            cropped = (
+                crop(x, tops, lefts, size, flips)
+                if size
+                else torch.where(flips.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
+            )
             return normalize(cropped, self.mean, self.std)
         return self._numpy(x, tops.tolist(), lefts.tolist(), flips.tolist(), size or h, size or w)
 
@@ -223,7 +249,7 @@ class CropFlipNormalize(nn.Module):
 
         def work(lo: int, hi: int) -> None:
             for i in range(lo, hi):
-                window = src[i, :, tops[i]:tops[i] + sh, lefts[i]:lefts[i] + sw]
+                window = src[i, :, tops[i] : tops[i] + sh, lefts[i] : lefts[i] + sw]
                 _scale_shift(window[..., ::-1] if flips[i] else window, m, a, out[i])
 
         bounds = np.linspace(0, len(src), min(self.num_threads, len(src)) + 1).astype(int).tolist()
@@ -264,7 +290,7 @@ def center_crop(x: Tensor, size: int) -> Tensor:
     if size > h or size > w:
         raise ValueError(f"crop size {size} is larger than the image ({h} x {w}): resize first")
     top, left = int(round((h - size) / 2.0)), int(round((w - size) / 2.0))
-    return x[..., top:top + size, left:left + size]
+    return x[..., top : top + size, left : left + size]
 
 
 def resize(x: Tensor, size: int | tuple[int, int]) -> Tensor:
@@ -289,7 +315,7 @@ def _target_size(h: int, w: int, size: int | tuple[int, int]) -> tuple[int, int]
 def pil_resize(img: Image.Image, size: int | tuple[int, int]) -> Image.Image:
     """Resize a PIL image (bilinear, antialiased): an int sets the shorter side, a pair (height, width)."""
     h, w = _target_size(img.height, img.width, size)
-    return img.resize((w, h), Image.BILINEAR)
+    return img.resize((w, h), Image.Resampling.BILINEAR)
 
 
 def to_tensor(img: Image.Image) -> Tensor:
@@ -300,8 +326,14 @@ def to_tensor(img: Image.Image) -> Tensor:
 class TrainSampleTransform:
     """One PIL image -> resize to (resize, resize), random crop, random flip, normalise (float CHW)."""
 
-    def __init__(self, resize: int = 256, crop: int = 224, hflip_p: float = 0.5,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+    def __init__(
+        self,
+        resize: int = 256,
+        crop: int = 224,
+        hflip_p: float = 0.5,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+    ) -> None:
         self.resize, self.crop, self.hflip_p, self.mean, self.std = resize, crop, hflip_p, mean, std
 
     def __call__(self, img: Image.Image) -> Tensor:
@@ -315,8 +347,13 @@ class TrainSampleTransform:
 class ValSampleTransform:
     """One PIL image -> resize the shorter side, center crop, normalise (float CHW)."""
 
-    def __init__(self, resize: int = 256, crop: int = 224,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
+    def __init__(
+        self,
+        resize: int = 256,
+        crop: int = 224,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+    ) -> None:
         self.resize, self.crop, self.mean, self.std = resize, crop, mean, std
 
     def __call__(self, img: Image.Image) -> Tensor:
@@ -363,12 +400,13 @@ class ResizeCenterCrop:
     def __call__(self, x: Tensor) -> Tensor:
         """Return the resized, center-cropped batch (N, C, crop, crop), or image (C, crop, crop), of x's dtype."""
         _check_image(x)
-        window = (x if x.dim() == 4 else x[None])[..., self.start:self.stop, self.start:self.stop]
+        window = (x if x.dim() == 4 else x[None])[..., self.start : self.stop, self.start : self.stop]
         kw = {"scale_factor": self.scale, "mode": "bilinear", "align_corners": False, "recompute_scale_factor": False}
+        # mypy reads kw as dict[str, object]; an annotation would make this differ from notebook 11's cell
         if x.dtype == torch.uint8 and x.device.type == "cpu":
-            out = F.interpolate(window.contiguous(memory_format=torch.channels_last), **kw)
+            out = F.interpolate(window.contiguous(memory_format=torch.channels_last), **kw)  # type: ignore[arg-type]
         else:  # GPUs have no uint8 bilinear kernel: compute in float
-            out = F.interpolate(window.float(), **kw)
+            out = F.interpolate(window.float(), **kw)  # type: ignore[arg-type]
             out = out.round_().clamp_(0, 255).to(x.dtype) if x.dtype == torch.uint8 else out.to(x.dtype)
         out = out[..., self.keep, self.keep]
         return out if x.dim() == 4 else out[0]

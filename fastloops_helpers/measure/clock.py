@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, TypeVar
 
 import torch
 
 from .. import config
 from .display import progress
+
+K = TypeVar("K", bound=Hashable)  # a contender's name: usually a str, any hashable works
 
 now = time.perf_counter  # the one clock every measurement reads (the timeline stamps events with it too)
 
@@ -57,15 +59,24 @@ def _counts(repeat: int | None, warmup: int | None) -> tuple[int, int]:
     return repeat, warmup
 
 
-def measure(fn: Callable[[], Any], repeat: int | None = None, warmup: int | None = None,
-            device: torch.device | str | None = None) -> list[float]:
+def measure(
+    fn: Callable[[], Any],
+    repeat: int | None = None,
+    warmup: int | None = None,
+    device: torch.device | str | None = None,
+) -> list[float]:
     """Call `fn` `warmup` times untimed, then `repeat` times timed; return the seconds of each call."""
     return interleaved({"fn": fn}, repeat, warmup, device)["fn"]
 
 
-def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None, warmup: int | None = None,
-                device: torch.device | str | None = None, desc: str | None = None,
-                shuffle: bool = False) -> dict[str, list[float]]:
+def interleaved(
+    fns: Mapping[K, Callable[[], Any]],
+    repeat: int | None = None,
+    warmup: int | None = None,
+    device: torch.device | str | None = None,
+    desc: str | None = None,
+    shuffle: bool = False,
+) -> dict[K, list[float]]:
     """Warm each function up, then time them in turn (A B C, A B C, ...); return {name: seconds per call}.
 
     Interleaving makes a slow spell of the machine hit every contender alike, so ratios taken per round
@@ -77,7 +88,7 @@ def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None,
     for fn in fns.values():
         for _ in range(warmup):
             fn()
-    seconds: dict[str, list[float]] = {name: [] for name in fns}
+    seconds: dict[K, list[float]] = {name: [] for name in fns}
     rounds = progress(range(repeat), desc=desc) if desc else range(repeat)
     order = random.Random(0)
     for _ in rounds:
@@ -90,9 +101,16 @@ def interleaved(fns: Mapping[str, Callable[[], Any]], repeat: int | None = None,
     return seconds
 
 
-def interleaved_until_steady(fns: Mapping[str, Callable[[], Any]], numerator: str, denominator: str,
-                             rounds: int = 6, halfwidth: float = 0.05, budget: float = 2.0, warmup: int = 1,
-                             device: torch.device | str | None = None) -> dict[str, list[float]]:
+def interleaved_until_steady(
+    fns: Mapping[K, Callable[[], Any]],
+    numerator: K,
+    denominator: K,
+    rounds: int = 6,
+    halfwidth: float = 0.05,
+    budget: float = 2.0,
+    warmup: int = 1,
+    device: torch.device | str | None = None,
+) -> dict[K, list[float]]:
     """Time `fns` interleaved for `rounds`, then add rounds while the ratio's 95 % interval is wider than
     +-`halfwidth` of its median and the time spent is under `budget` x that of the first rounds.
 
@@ -122,17 +140,26 @@ def drain(iterable: Any) -> Callable[[], int]:
 
     The items are dropped as they come, so only the loop is timed. Explained in notebooks/01_the_question.ipynb.
     """
+
     def epoch() -> int:
         count = 0
         for _ in iterable:
             count += 1
         return count
+
     return epoch
 
 
-def per_call(fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, int] | None = None,
-             repeat: int | None = None, warmup: int | None = None, device: torch.device | str | None = None,
-             desc: str | None = None, block_s: float = 0.005, shuffle: bool = True) -> dict[str, list[float]]:
+def per_call(
+    fns: Mapping[str, Callable[[], Any]],
+    number: int | Mapping[str, int] | None = None,
+    repeat: int | None = None,
+    warmup: int | None = None,
+    device: torch.device | str | None = None,
+    desc: str | None = None,
+    block_s: float = 0.005,
+    shuffle: bool = True,
+) -> dict[str, list[float]]:
     """Time `number` calls of each function per round, interleaved; return {name: seconds per call, per round}.
 
     For calls too short for one clock read. `number` is one count for all, a count per name, or None: then
@@ -146,8 +173,13 @@ def per_call(fns: Mapping[str, Callable[[], Any]], number: int | Mapping[str, in
     return {name: [s / counts[name] for s in values] for name, values in seconds.items()}
 
 
-def _count(fn: Callable[[], Any], number: int | Mapping[str, int] | None, name: str, block_s: float,
-           device: torch.device | str | None) -> int:
+def _count(
+    fn: Callable[[], Any],
+    number: int | Mapping[str, int] | None,
+    name: str,
+    block_s: float,
+    device: torch.device | str | None,
+) -> int:
     if isinstance(number, Mapping):
         number = number[name]
     if number is not None:
@@ -163,4 +195,5 @@ def _repeated(fn: Callable[[], Any], number: int) -> Callable[[], None]:
     def block() -> None:
         for _ in range(number):
             fn()
+
     return block

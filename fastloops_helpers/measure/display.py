@@ -6,7 +6,7 @@ Explained in notebooks/00_setup.ipynb.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Sized
 from typing import Any, TypeVar
 
 from tqdm import tqdm
@@ -27,10 +27,11 @@ def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, **
 
     Loops of at most MIN_STEPS known steps get no bar: it would say little and cost a stored output line.
     """
-    steps = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)
+    steps = total if total is not None else (len(iterable) if isinstance(iterable, Sized) else None)
     kw.setdefault("disable", steps is not None and steps <= MIN_STEPS)
-    return tqdm(iterable, desc=desc, total=total, bar_format=BAR_FORMAT, file=sys.stderr,
-                mininterval=0.5, ascii=True, **kw)
+    return tqdm(
+        iterable, desc=desc, total=total, bar_format=BAR_FORMAT, file=sys.stderr, mininterval=0.5, ascii=True, **kw
+    )
 
 
 def predicted(what: str, low: float, high: float, measured: float, unit: str = "", fmt: str = ".3g") -> bool:

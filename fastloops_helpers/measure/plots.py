@@ -15,8 +15,16 @@ from matplotlib.ticker import NullFormatter
 from .. import config
 
 
-def bars(table: pd.DataFrame, value: str, label: str, baseline: str | None = None, log: bool = False,
-         title: str = "", unit: str = "", xlabel: str = "") -> Figure:
+def bars(
+    table: pd.DataFrame,
+    value: str,
+    label: str,
+    baseline: str | None = None,
+    log: bool = False,
+    title: str = "",
+    unit: str = "",
+    xlabel: str = "",
+) -> Figure:
     """Draw horizontal bars of `value` per `label`, each annotated with its ratio to `baseline`.
 
     The x axis reads `xlabel`, else the column name in words with `unit` ("ms per epoch (ms)" reads better
@@ -40,8 +48,17 @@ def bars(table: pd.DataFrame, value: str, label: str, baseline: str | None = Non
     return fig
 
 
-def lines(table: pd.DataFrame, x: str, y: str, hue: str, logx: bool = True, logy: bool = True,
-          title: str = "", xlabel: str = "", ylabel: str = "") -> Figure:
+def lines(
+    table: pd.DataFrame,
+    x: str,
+    y: str,
+    hue: str,
+    logx: bool = True,
+    logy: bool = True,
+    title: str = "",
+    xlabel: str = "",
+    ylabel: str = "",
+) -> Figure:
     """Draw one line of `y` against `x` per value of `hue` (a sweep as data -> a plot)."""
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, part in table.groupby(hue, sort=False):

@@ -67,30 +67,51 @@ def hardware_line() -> str:
 
 def git_state() -> dict[str, Any]:
     """Return the project's git commit and whether the work tree differed from it (None outside a checkout)."""
+
     def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=config.project_root(), capture_output=True, text=True,
-                              timeout=10, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", *args], cwd=config.project_root(), capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+
     try:
         return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None}
 
 
-def provenance(knobs: Mapping[str, Any] | None = None, repeats: int | None = None,
-               scale: str | None = None) -> dict[str, Any]:
+def provenance(
+    knobs: Mapping[str, Any] | None = None, repeats: int | None = None, scale: str | None = None
+) -> dict[str, Any]:
     """Return what a saved result needs to be read later: machine, versions, scale, knobs, repeats, commit."""
-    return {"hardware": hardware_line(), "versions": versions(), "scale": config.scale(scale),
-            "device": str(config.device()), "knobs": dict(knobs or {}), "repeats": repeats,
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"), **git_state()}
+    return {
+        "hardware": hardware_line(),
+        "versions": versions(),
+        "scale": config.scale(scale),
+        "device": str(config.device()),
+        "knobs": dict(knobs or {}),
+        "repeats": repeats,
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **git_state(),
+    }
 
 
-def save_results(name: str, figures: Mapping[str, float], rows: Sequence[Mapping[str, Any]] = (),
-                 knobs: Mapping[str, Any] | None = None, repeats: int | None = None,
-                 path: str | Path | None = None, scale: str | None = None) -> Path:
+def save_results(
+    name: str,
+    figures: Mapping[str, float],
+    rows: Sequence[Mapping[str, Any]] = (),
+    knobs: Mapping[str, Any] | None = None,
+    repeats: int | None = None,
+    path: str | Path | None = None,
+    scale: str | None = None,
+) -> Path:
     """Write `{"name", "provenance", "rows", "figures"}` as JSON (default results/NAME.json), atomically."""
     out = Path(path) if path is not None else config.results_dir() / f"{name}.json"
-    doc = {"name": name, "provenance": provenance(knobs, repeats, scale),
-           "rows": [dict(r) for r in rows], "figures": {k: float(v) for k, v in figures.items()}}
+    doc = {
+        "name": name,
+        "provenance": provenance(knobs, repeats, scale),
+        "rows": [dict(r) for r in rows],
+        "figures": {k: float(v) for k, v in figures.items()},
+    }
     atomic_write_text(out, json.dumps(doc, indent=2, default=_jsonable) + "\n")
     return out
 

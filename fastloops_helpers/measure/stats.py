@@ -5,14 +5,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from math import comb
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 
 TIE = "a tie on this machine"
+K = TypeVar("K", bound=Hashable)  # a contender's name in `clock.interleaved` samples
 
 
 def median(values: Sequence[float]) -> float:
@@ -30,7 +32,7 @@ def best_of(values: Sequence[float]) -> float:
     return float(np.min(_checked(values)))
 
 
-def ratios(samples: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> list[float]:
+def ratios(samples: Mapping[K, Sequence[float]], numerator: K, denominator: K) -> list[float]:
     """Return numerator/denominator per round, from `clock.interleaved` samples (for `verdict`'s interval)."""
     num, den = np.asarray(samples[numerator], float), np.asarray(samples[denominator], float)
     if len(num) != len(den):
@@ -41,7 +43,7 @@ def ratios(samples: Mapping[str, Sequence[float]], numerator: str, denominator: 
     return (num / den).tolist()
 
 
-def ratio(samples: Mapping[str, Sequence[float]], numerator: str, denominator: str) -> float:
+def ratio(samples: Mapping[K, Sequence[float]], numerator: K, denominator: K) -> float:
     """Return the median over rounds of numerator/denominator, from `clock.interleaved` samples."""
     return float(np.median(ratios(samples, numerator, denominator)))
 

@@ -27,8 +27,15 @@ from torch.utils.data import Dataset, default_collate, get_worker_info
 from ..tree import batch_len
 from .clock import now, sync
 
-STAGE_COLORS = {"fetch": "#4c72b0", "collate": "#55a868", "wait": "#c44e52", "pin": "#8172b2",
-                "copy": "#ccb974", "step": "#64b5cd", "start": "#bbbbbb"}
+STAGE_COLORS = {
+    "fetch": "#4c72b0",
+    "collate": "#55a868",
+    "wait": "#c44e52",
+    "pin": "#8172b2",
+    "copy": "#ccb974",
+    "step": "#64b5cd",
+    "start": "#bbbbbb",
+}
 _pending: list[tuple[str, float, float]] = []  # this process's fetch events not yet shipped with a batch
 
 
@@ -140,15 +147,28 @@ class Timeline:
         wall = float(df["end"].max()) if len(df) else 0.0
         per = main.groupby("stage")["seconds"].sum()
         wait = float(per.get("wait", 0.0))
-        return {"wall_s": wall, "samples": self.samples, "samples_per_s": self.samples / wall if wall else 0.0,
-                "wait_s": wait, "step_s": float(per.get("step", 0.0)), "copy_s": float(per.get("copy", 0.0)),
-                "first_batch_s": float(main[main.stage == "wait"]["end"].min()) if len(main) else 0.0,
-                "wait_share": wait / wall if wall else 0.0, "input_bound": wait / wall > 0.5 if wall else False}
+        return {
+            "wall_s": wall,
+            "samples": self.samples,
+            "samples_per_s": self.samples / wall if wall else 0.0,
+            "wait_s": wait,
+            "step_s": float(per.get("step", 0.0)),
+            "copy_s": float(per.get("copy", 0.0)),
+            "first_batch_s": float(main[main.stage == "wait"]["end"].min()) if len(main) else 0.0,
+            "wait_share": wait / wall if wall else 0.0,
+            "input_bound": wait / wall > 0.5 if wall else False,
+        }
 
 
-def record(loader: Iterable[Any], step: Callable[[Any], Any] | None = None, device: torch.device | str | None = None,
-           max_batches: int | None = None, timeline: Timeline | None = None, epoch_label: int = 0,
-           copy: Callable[[Any], Any] | None = None) -> Timeline:
+def record(
+    loader: Iterable[Any],
+    step: Callable[[Any], Any] | None = None,
+    device: torch.device | str | None = None,
+    max_batches: int | None = None,
+    timeline: Timeline | None = None,
+    epoch_label: int = 0,
+    copy: Callable[[Any], Any] | None = None,
+) -> Timeline:
     """Run one epoch of `loader` (built with `instrument`), timing wait, copy and step per batch.
 
     `step` is the training step (called on the batch after the copy); `copy`, if given, moves each batch
@@ -202,12 +222,16 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
     for y, lane in enumerate(lanes):
         part = df[df.lane == lane]
         for stage, rows in part.groupby("stage"):
-            ax.broken_barh(list(zip(rows.start, rows.seconds)), (y - 0.35, 0.7),
-                           color=STAGE_COLORS.get(stage, "#999999"), label=stage)
+            ax.broken_barh(
+                list(zip(rows.start, rows.seconds)),
+                (y - 0.35, 0.7),
+                color=STAGE_COLORS.get(stage, "#999999"),
+                label=stage,
+            )
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()
     ax.set_xlabel("seconds since iter(loader)")
-    found = {h.get_label(): h for h in ax.get_legend_handles_labels()[0]}
+    found = {str(h.get_label()): h for h in ax.get_legend_handles_labels()[0]}
     order = [s for s in STAGE_COLORS if s in found] + [s for s in found if s not in STAGE_COLORS]
     ax.legend([found[s] for s in order], order, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     ax.set_title(title)
@@ -259,6 +283,8 @@ def overlap_share(tl: Timeline, stage: str = "step", during: tuple[str, ...] = (
 
 def gpu_like_step(seconds: float) -> Callable[[Any], None]:
     """Return a stand-in training step that takes `seconds` but leaves the CPU free, as a GPU step does."""
+
     def step(_batch: Any) -> None:
         time.sleep(seconds)
+
     return step

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..load.order import _check, _randperm
+from ..load.order import _check
 
 
 def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -24,8 +24,9 @@ def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generato
     return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
 
 
-def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
-                             generator: np.random.Generator | None = None) -> np.ndarray:
+def quasi_random_permutation(
+    n: int, page_size: int, buffer_size: int, generator: np.random.Generator | None = None
+) -> np.ndarray:
     """Return FFCV's QUASI_RANDOM traversal order over `n` samples stored in pages of `page_size`.
 
     FFCV reads a .beton file page by page. Its quasi-random order shuffles the samples inside every
@@ -41,7 +42,8 @@ def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
         raise ValueError(f"buffer_size must be >= 1, got {buffer_size}")
     rng = generator if generator is not None else np.random.default_rng()
     starts = np.arange(0, n, page_size)
-    pages = [start + rng.permutation(min(page_size, n - start)) for start in starts]
+    # start is a numpy integer, which mypy cannot order against an int; min() returns an integer either way
+    pages = [start + rng.permutation(min(page_size, n - start)) for start in starts]  # type: ignore[call-overload]
     page_order = list(rng.permutation(len(pages))[::-1])  # popped from the end
     picks = rng.random(n)
     open_pages: list[np.ndarray] = []
@@ -61,8 +63,9 @@ def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
     return out
 
 
-def batch_class_entropy(labels: np.ndarray | torch.Tensor, order: np.ndarray | torch.Tensor,
-                        batch_size: int, num_classes: int | None = None) -> float:
+def batch_class_entropy(
+    labels: np.ndarray | torch.Tensor, order: np.ndarray | torch.Tensor, batch_size: int, num_classes: int | None = None
+) -> float:
     """Return the mean entropy (bits) of the class mix of the full batches that `order` makes.
 
     A well-shuffled order gives close to log2(num_classes) when batches are large; a batch drawn from
@@ -76,7 +79,7 @@ def batch_class_entropy(labels: np.ndarray | torch.Tensor, order: np.ndarray | t
     if num_batches == 0:
         raise ValueError(f"order has {len(order)} items, fewer than one batch of {batch_size}")
     num_classes = int(labels.max()) + 1 if num_classes is None else num_classes
-    batched = labels[order[:num_batches * batch_size]].reshape(num_batches, batch_size)
+    batched = labels[order[: num_batches * batch_size]].reshape(num_batches, batch_size)
     offsets = (np.arange(num_batches) * num_classes)[:, None]
     counts = np.bincount((batched + offsets).ravel(), minlength=num_batches * num_classes)
     p = counts.reshape(num_batches, num_classes) / batch_size

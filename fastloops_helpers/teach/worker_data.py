@@ -141,15 +141,26 @@ def memory_by_process(root: psutil.Process) -> list[dict[str, Any]]:
             info = proc.memory_full_info()
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
-        rows.append({"role": role, "pid": proc.pid, "uss_mb": info.uss / 2**20,
-                     "pss_mb": getattr(info, "pss", info.uss) / 2**20})
+        rows.append(
+            {
+                "role": role,
+                "pid": proc.pid,
+                "uss_mb": info.uss / 2**20,
+                "pss_mb": getattr(info, "pss", info.uss) / 2**20,
+            }
+        )
     return rows
 
 
 def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> dict[str, Any]:
     """Run one epoch; measure USS/PSS of main and workers just before the last batch is consumed, and samples/s."""
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        generator=torch.Generator().manual_seed(0),
+    )
     me, snapshot, n = psutil.Process(), [], 0
     start = time.perf_counter()
     for i, batch in enumerate(loader):
@@ -159,8 +170,13 @@ def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> 
             snapshot = memory_by_process(me)
     workers = [r for r in snapshot if r["role"] == "worker"]
     main = next(r for r in snapshot if r["role"] == "main")
-    return {"num_workers": num_workers, "samples_per_s": n / seconds, "main_uss_mb": main["uss_mb"],
-            "workers_uss_mb": sum(r["uss_mb"] for r in workers), "total_pss_mb": sum(r["pss_mb"] for r in snapshot)}
+    return {
+        "num_workers": num_workers,
+        "samples_per_s": n / seconds,
+        "main_uss_mb": main["uss_mb"],
+        "workers_uss_mb": sum(r["uss_mb"] for r in workers),
+        "total_pss_mb": sum(r["pss_mb"] for r in snapshot),
+    }
 
 
 # -------------------------------------------------------------------------------- worker randomness
@@ -187,7 +203,8 @@ class GlobalNoisyIndex(NoisyIndex):
 def seed_worker(worker_id: int) -> None:
     """Give this worker's dataset its own RNG, seeded from the per-worker seed DataLoader chose."""
     info = get_worker_info()
-    info.dataset.rng = np.random.default_rng(info.seed)
+    # runs only in a worker, where get_worker_info() is set and the dataset is a NoisyIndex (shown in notebook 07)
+    info.dataset.rng = np.random.default_rng(info.seed)  # type: ignore[union-attr]
 
 
 def duplicated_draws(dataset: Dataset, num_workers: int, worker_init_fn: Any = None, batch_size: int = 4) -> int:
@@ -195,5 +212,3 @@ def duplicated_draws(dataset: Dataset, num_workers: int, worker_init_fn: Any = N
     loader = DataLoader(dataset, batch_size=batch_size, num_workers=num_workers, worker_init_fn=worker_init_fn)
     draws = torch.cat([noise for _, noise in loader]).tolist()
     return len(draws) - len(set(draws))
-
-

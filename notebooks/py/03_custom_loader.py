@@ -199,7 +199,7 @@ def _iter_gathered(self, order: torch.Tensor) -> Iterator[Any]:
         yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
 
 
-def _probe(self, chunks: list[torch.Tensor]) -> Iterator[Any]:
+def _probe(self, chunks: list[torch.Tensor]) -> Generator[Any, None, tuple[str, int]]:
     best = dict.fromkeys(rows.PROBED, math.inf)
     for i, index in enumerate(chunks, start=1):
         name = rows.PROBED[(i - 1) % len(rows.PROBED)]

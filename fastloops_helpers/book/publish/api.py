@@ -19,8 +19,9 @@ def build(out: Path) -> Path:
     import pdoc
     import pdoc.render
 
-    pdoc.render.configure(docformat="numpy", footer_text="fastloops_helpers: the public API", search=False,
-                          show_source=True)
+    pdoc.render.configure(
+        docformat="numpy", footer_text="fastloops_helpers: the public API", search=False, show_source=True
+    )
     pdoc.pdoc(*MODULES, output_directory=out)
     for page in out.rglob("*.html"):
         depth = len(page.relative_to(out).parts) - 1
@@ -31,5 +32,6 @@ def build(out: Path) -> Path:
 def link_notebooks(html: str, up: str) -> str:
     """Link every "notebooks/NN_topic.ipynb" in text (not in attributes) to the site's page of that notebook."""
     parts = re.split(r"(<[^>]+>)", html)
-    return "".join(p if p.startswith("<") else NOTEBOOK.sub(rf'<a href="{up}\1.html">notebooks/\1.ipynb</a>', p)
-                   for p in parts)
+    return "".join(
+        p if p.startswith("<") else NOTEBOOK.sub(rf'<a href="{up}\1.html">notebooks/\1.ipynb</a>', p) for p in parts
+    )

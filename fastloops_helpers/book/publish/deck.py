@@ -22,7 +22,9 @@ from . import offline, slides
 REVEAL_PARTS = ("dist/reveal.js", "dist/reveal.css", "dist/reset.css", "dist/theme", "plugin/notes/notes.js")
 REVEAL_DIR = "reveal.js"
 
-TEMPLATE = offline.NO_CDN_BLOCKS + """
+TEMPLATE = (
+    offline.NO_CDN_BLOCKS
+    + """
 {%- extends 'index.html.j2' -%}
 {% block html_head_css %}
 <style>
@@ -38,11 +40,13 @@ TEMPLATE = offline.NO_CDN_BLOCKS + """
 <script>
 Reveal.initialize({controls: true, progress: true, hash: true, center: false,
                    transition: "{{ resources.reveal.transition }}", slideNumber: "c/t",
-                   width: {{ resources.reveal.width or 960 }}, height: {{ resources.reveal.height or 700 }}, plugins: [RevealNotes]});
+                   width: {{ resources.reveal.width or 960 }}, height: {{ resources.reveal.height or 700 }},
+                   plugins: [RevealNotes]});
 </script>
 {% endblock footer_js %}
 </html>
 """
+)
 
 
 def reveal_source() -> Path:
@@ -52,8 +56,10 @@ def reveal_source() -> Path:
     else:
         spec = importlib.util.find_spec("sphinx_revealjs")  # found without importing Sphinx
         if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError("reveal.js is not installed: run `make setup` (the docs extra installs "
-                                    "sphinx-revealjs, which ships it) or set FASTLOOPS_REVEALJS to a reveal.js folder")
+            raise FileNotFoundError(
+                "reveal.js is not installed: run `make setup` (the docs extra installs "
+                "sphinx-revealjs, which ships it) or set FASTLOOPS_REVEALJS to a reveal.js folder"
+            )
         folder = Path(list(spec.submodule_search_locations)[0]) / "_static" / "revealjs"
     if not (folder / "dist" / "reveal.js").is_file():
         raise FileNotFoundError(f"no dist/reveal.js in {folder}: point FASTLOOPS_REVEALJS at a built reveal.js 4/5")
@@ -82,8 +88,9 @@ def render(path: Path, out: Path | None = None) -> Path:
     if not any(c.get("metadata", {}).get("slideshow") for c in nb.cells):
         nb = slides.tag(nb)  # an untagged notebook still makes a deck, by the same rules
     vendor_reveal(out)
-    body, _ = offline.exporter("slides", TEMPLATE, reveal_url_prefix=REVEAL_DIR, reveal_theme="white",
-                               reveal_transition="none").from_notebook_node(nb)
+    body, _ = offline.exporter(
+        "slides", TEMPLATE, reveal_url_prefix=REVEAL_DIR, reveal_theme="white", reveal_transition="none"
+    ).from_notebook_node(nb)
     target = out / f"{Path(path).stem}.slides.html"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(body, encoding="utf-8")
@@ -100,8 +107,10 @@ def main(argv: list[str] | None = None) -> int:
         if not Path(name).is_file():
             raise SystemExit(f"no such notebook: {name} (try: make slides NB=notebooks/07_dataloader_anatomy.ipynb)")
         deck = render(Path(name), args.out)
-        print(f"wrote {deck.relative_to(Path.cwd()) if deck.is_relative_to(Path.cwd()) else deck}"
-              f" (open it in a browser; arrow keys move, S opens the speaker notes)")
+        print(
+            f"wrote {deck.relative_to(Path.cwd()) if deck.is_relative_to(Path.cwd()) else deck}"
+            f" (open it in a browser; arrow keys move, S opens the speaker notes)"
+        )
     return 0
 
 

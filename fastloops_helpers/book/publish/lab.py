@@ -19,8 +19,11 @@ from ... import config
 CONFIG = Path(__file__).with_name("jupyter")  # labconfig/: never ask to fetch news (JUPYTER_CONFIG_PATH)
 HOST = "127.0.0.1"  # loopback only: a lecture-room network never sees the server
 # JupyterLab's own calls out (news feed, update check, PyPI extension search), all off: nothing to fetch here.
-OFFLINE = ("--LabApp.news_url=None", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-           "--LabApp.extension_manager=readonly")
+OFFLINE = (
+    "--LabApp.news_url=None",
+    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    "--LabApp.extension_manager=readonly",
+)
 
 
 def free_port(start: int = 8888, tries: int = 100) -> int:
@@ -38,9 +41,19 @@ def free_port(start: int = 8888, tries: int = 100) -> int:
 def command(port: int, root: Path, token: str, as_root: bool | None = None) -> list[str]:
     """Return the `jupyter lab` command line (with --allow-root when run as root)."""
     as_root = os.geteuid() == 0 if as_root is None else as_root
-    return [sys.executable, "-m", "jupyterlab", "--no-browser", f"--ip={HOST}", f"--port={port}",
-            "--ServerApp.port_retries=0", f"--ServerApp.root_dir={root}", f"--IdentityProvider.token={token}",
-            *OFFLINE, *(["--allow-root"] if as_root else [])]
+    return [
+        sys.executable,
+        "-m",
+        "jupyterlab",
+        "--no-browser",
+        f"--ip={HOST}",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        f"--IdentityProvider.token={token}",
+        *OFFLINE,
+        *(["--allow-root"] if as_root else []),
+    ]
 
 
 def environment() -> dict[str, str]:
@@ -63,7 +76,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import jupyterlab  # noqa: F401
     except ImportError:
-        raise SystemExit("JupyterLab is not installed in this environment: run `make lab` (it installs the lab extra)")
+        raise SystemExit(
+            "JupyterLab is not installed in this environment: run `make lab` (it installs the lab extra)"
+        ) from None
     if not args.root.is_dir():
         raise SystemExit(f"no such folder: {args.root}")
     port = args.port or free_port()

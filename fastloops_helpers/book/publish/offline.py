@@ -25,8 +25,12 @@ def exporter(kind: str, template: str, **traits: Any) -> Any:
 
     cls = {"html": HTMLExporter, "slides": SlidesExporter}[kind]
     base = {"html": "lab", "slides": "reveal"}[kind]
-    return cls(template_name=base, template_file="fastloops.html.j2",
-               extra_loaders=[jinja2.DictLoader({"fastloops.html.j2": template})], **traits)
+    return cls(
+        template_name=base,
+        template_file="fastloops.html.j2",
+        extra_loaders=[jinja2.DictLoader({"fastloops.html.j2": template})],
+        **traits,
+    )
 
 
 def read(path: Path) -> Any:

@@ -38,7 +38,9 @@ PAGE = """<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title><style>{style}</style></head>
 <body>{nav}<main>{body}</main>{nav_bottom}</body></html>
 """
-TEMPLATE = offline.NO_CDN_BLOCKS + """
+TEMPLATE = (
+    offline.NO_CDN_BLOCKS
+    + """
 {%- extends 'index.html.j2' -%}
 {% block html_head_css %}<style>{{ resources.fl_style }}</style>{% endblock html_head_css %}
 {% block body_header %}{{ super() }}{{ resources.fl_nav }}{{ resources.fl_hw }}{% endblock body_header %}
@@ -49,6 +51,7 @@ TEMPLATE = offline.NO_CDN_BLOCKS + """
 {%- else -%}{{ super() }}{%- endif -%}
 {% endblock codecell %}
 """
+)
 
 
 @dataclass
@@ -94,10 +97,14 @@ def nav(seq: list[Entry], i: int | None, bottom: bool = False) -> str:
     """Return the previous / index / next bar for page `i` of `seq` (None: a page outside the sequence)."""
     prev = seq[i - 1] if i else None
     nxt = seq[i + 1] if i is not None and i + 1 < len(seq) else None
-    link = lambda e, rel, arrow: (f'<a rel="{rel}" href="{e.page}">{arrow} {html.escape(e.title)}</a>'  # noqa: E731
-                                  if e else "<span></span>")
-    return (f'<nav class="fl-nav{" bottom" if bottom else ""}">{link(prev, "prev", "&larr;")}'
-            f'<a href="index.html">index</a>{link(nxt, "next", "&rarr;")}</nav>')
+
+    def link(e: Entry | None, rel: str, arrow: str) -> str:
+        return f'<a rel="{rel}" href="{e.page}">{arrow} {html.escape(e.title)}</a>' if e else "<span></span>"
+
+    return (
+        f'<nav class="fl-nav{" bottom" if bottom else ""}">{link(prev, "prev", "&larr;")}'
+        f'<a href="index.html">index</a>{link(nxt, "next", "&rarr;")}</nav>'
+    )
 
 
 def markdown(text: str) -> str:
@@ -116,8 +123,13 @@ def write_notebook_page(seq: list[Entry], i: int, out: Path) -> Path:
     """Export notebook `i` of `seq` to out/NN_topic.html with navigation, from its stored outputs."""
     entry = seq[i]
     hw = f'<p class="fl-hw">outputs stored from a run on: {html.escape(entry.hardware)}</p>' if entry.hardware else ""
-    resources = {"fl_style": STYLE, "fl_nav": nav(seq, i), "fl_nav_bottom": nav(seq, i, bottom=True), "fl_hw": hw,
-                 "metadata": {"name": entry.title}}
+    resources = {
+        "fl_style": STYLE,
+        "fl_nav": nav(seq, i),
+        "fl_nav_bottom": nav(seq, i, bottom=True),
+        "fl_hw": hw,
+        "metadata": {"name": entry.title},
+    }
     body, _ = offline.exporter("html", TEMPLATE).from_notebook_node(offline.read(entry.path), resources=resources)
     target = out / entry.page
     target.write_text(body, encoding="utf-8")
@@ -135,46 +147,64 @@ def claims_table(results: Path) -> str:
         note = f"measured in {_shown(results)} (its provenance says where)"
     else:
         table = table[["seed", "says", "seed figure", "needs", "notebook"]]
-        note = (f"no saved results in {_shown(results)}: run <code>make reproduce</code> to measure them here; "
-                "notebook 13 shows them as measured in the run stored in the notebooks")
-    return f"<p>{note}.</p>" + table.to_html(index=False, classes="fl", border=0, na_rep="-", float_format="{:.3g}".format)
+        note = (
+            f"no saved results in {_shown(results)}: run <code>make reproduce</code> to measure them here; "
+            "notebook 13 shows them as measured in the run stored in the notebooks"
+        )
+    return f"<p>{note}.</p>" + table.to_html(
+        index=False, classes="fl", border=0, na_rep="-", float_format="{:.3g}".format
+    )
 
 
 def write_report_page(seq: list[Entry], results: Path, out: Path) -> str:
     """Render results/REPORT.md with its figures into out/report.html; return the index's paragraph on it."""
     report = results / "REPORT.md"
     if not report.is_file():
-        return (f"<p>No report: {_shown(report)} does not exist yet. <code>make reproduce</code> runs every notebook "
-                "and benchmark and writes it; <code>make site</code> then adds it here with its figures.</p>")
+        return (
+            f"<p>No report: {_shown(report)} does not exist yet. <code>make reproduce</code> runs every notebook "
+            "and benchmark and writes it; <code>make site</code> then adds it here with its figures.</p>"
+        )
     text = report.read_text(encoding="utf-8")
     (out / "figures").mkdir(exist_ok=True)
     for name in sorted(set(re.findall(r"!\[[^\]]*\]\(([^)\s]+\.png)\)", text))):
         if (results / name).is_file():
             shutil.copy2(results / name, out / "figures" / Path(name).name)
             text = text.replace(f"]({name})", f"](figures/{Path(name).name})")
-    page = PAGE.format(title="fastloops: reproduction report", style=STYLE, nav=nav(seq, None),
-                       body=markdown(text).replace("<table>", '<table class="fl">'), nav_bottom="")
+    page = PAGE.format(
+        title="fastloops: reproduction report",
+        style=STYLE,
+        nav=nav(seq, None),
+        body=markdown(text).replace("<table>", '<table class="fl">'),
+        nav_bottom="",
+    )
     (out / "report.html").write_text(page, encoding="utf-8")
     return f'<p>The <a href="report.html">reproduction report</a> of {_shown(report)}, with every figure and plot.</p>'
 
 
 def write_index(seq: list[Entry], results: Path, out: Path) -> Path:
     """Write out/index.html: the sequence, the machine of the stored run, the claims and the report."""
-    rows = "".join(f'<tr><td><a href="{e.page}">{inline(e.title)}</a></td><td>{inline(e.question)}</td></tr>'
-                   for e in seq)
+    rows = "".join(
+        f'<tr><td><a href="{e.page}">{inline(e.title)}</a></td><td>{inline(e.question)}</td></tr>' for e in seq
+    )
     machines = sorted({e.hardware for e in seq if e.hardware})
-    hw = ("<p>The outputs stored in the notebooks come from: " + "; ".join(html.escape(m) for m in machines) + "</p>"
-          if machines else "<p>No hardware line found in the stored outputs.</p>")
-    body = ("<h1>fastloops: the notebooks, executed</h1>"
-            "<p>How to make a PyTorch training loop wait less for data, measured on one machine. Read the notebooks "
-            "in order; each one answers one question. To run them yourself: <code>make lab</code>. To use the "
-            'helpers in your own loop: the <a href="api/fastloops_helpers.html">API reference</a>.</p>' + hw +
-            f'<h2>The sequence</h2><table class="fl"><tr><th>notebook</th><th>question</th></tr>{rows}</table>'
-            "<h2>The seeds' claims</h2>" + claims_table(results) +
-            "<h2>Report</h2>" + write_report_page(seq, results, out))
+    hw = (
+        "<p>The outputs stored in the notebooks come from: " + "; ".join(html.escape(m) for m in machines) + "</p>"
+        if machines
+        else "<p>No hardware line found in the stored outputs.</p>"
+    )
+    body = (
+        "<h1>fastloops: the notebooks, executed</h1>"
+        "<p>How to make a PyTorch training loop wait less for data, measured on one machine. Read the notebooks "
+        "in order; each one answers one question. To run them yourself: <code>make lab</code>. To use the "
+        'helpers in your own loop: the <a href="api/fastloops_helpers.html">API reference</a>.</p>'
+        + hw
+        + f'<h2>The sequence</h2><table class="fl"><tr><th>notebook</th><th>question</th></tr>{rows}</table>'
+        "<h2>The seeds' claims</h2>" + claims_table(results) + "<h2>Report</h2>" + write_report_page(seq, results, out)
+    )
     target = out / "index.html"
-    target.write_text(PAGE.format(title="fastloops notebooks", style=STYLE, nav="", body=body, nav_bottom=""),
-                      encoding="utf-8")
+    target.write_text(
+        PAGE.format(title="fastloops notebooks", style=STYLE, nav="", body=body, nav_bottom=""), encoding="utf-8"
+    )
     return target
 
 
@@ -209,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", type=Path, help="saved results and REPORT.md (default results/)")
     args = parser.parse_args(argv)
     index = build(notebook_paths(args.notebooks), args.out, args.results)
-    print(f"wrote {_shown(index)}: open it in a browser, or serve it with "
-          f"`python -m http.server -d {_shown(index.parent)} --bind 127.0.0.1 8000`")
+    print(
+        f"wrote {_shown(index)}: open it in a browser, or serve it with "
+        f"`python -m http.server -d {_shown(index.parent)} --bind 127.0.0.1 8000`"
+    )
     return 0
 
 

@@ -27,9 +27,9 @@ import sys
 from pathlib import Path
 
 SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "notes", "-")
-SLIDE_LINES = 20          # lines that fit on a 960x700 reveal slide at the deck's font sizes
-OUTPUT_LINES_SHOWN = 12   # long outputs scroll inside their slide; count only what shows at first
-WRAP = 90                 # characters per rendered line of prose
+SLIDE_LINES = 20  # lines that fit on a 960x700 reveal slide at the deck's font sizes
+OUTPUT_LINES_SHOWN = 12  # long outputs scroll inside their slide; count only what shows at first
+WRAP = 90  # characters per rendered line of prose
 _HEADING = re.compile(r"^(#{1,6}) ")
 _SAVES = re.compile(r"save_results\(")
 COMMAND = "make slides-meta   (python -m fastloops_helpers.book.publish.slides tag)"
@@ -59,7 +59,8 @@ def split_at_headings(cells: list[dict]) -> list[dict]:
 
 
 def _split_markdown(source: str) -> list[str]:
-    lines, parts, fenced = source.split("\n"), [[]], False
+    lines, fenced = source.split("\n"), False
+    parts: list[list[str]] = [[]]
     for line in lines:
         fenced ^= line.startswith("```")
         if not fenced and 1 <= heading_level(line) <= 2 and any(s.strip() for s in parts[-1]):
@@ -126,8 +127,9 @@ def _rule(i: int, cell: dict, first_code: int | None, load: int, after_plot: boo
     level = heading_level(cell["source"]) if cell["cell_type"] == "markdown" else 0
     if i == 0 or 1 <= level <= 2:
         return "slide"
-    if cell["cell_type"] == "code" and (i == first_code or housekeeping(cell)
-                                        or "solution" in cell.get("metadata", {}).get("tags", [])):
+    if cell["cell_type"] == "code" and (
+        i == first_code or housekeeping(cell) or "solution" in cell.get("metadata", {}).get("tags", [])
+    ):
         return "skip"
     if level >= 3 or after_plot or (cell["cell_type"] == "code" and has_image(cell)):
         return "subslide"
@@ -166,8 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.command == "tag":
                 nbformat.write(nb, path)
         slides = sum(c.metadata.slideshow.slide_type == "slide" for c in nb.cells)
-        print(f"{path.name}: {len(nb.cells)} cells, {slides} slides"
-              + (" (updated)" if args.command == "tag" and path in stale else ""))
+        print(
+            f"{path.name}: {len(nb.cells)} cells, {slides} slides"
+            + (" (updated)" if args.command == "tag" and path in stale else "")
+        )
     if args.command == "check" and stale:
         print(f"slide metadata out of date in {', '.join(p.name for p in stale)}; run: {COMMAND}")
         return 1

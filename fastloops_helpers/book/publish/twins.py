@@ -35,8 +35,11 @@ def text(notebook: Path) -> str:
 
 def stale(notebooks: list[Path]) -> list[Path]:
     """Return the twins that are missing or differ from their notebooks, and twins whose notebook is gone."""
-    out = [twin_path(nb) for nb in notebooks
-           if not twin_path(nb).is_file() or twin_path(nb).read_text(encoding="utf-8") != text(nb)]
+    out = [
+        twin_path(nb)
+        for nb in notebooks
+        if not twin_path(nb).is_file() or twin_path(nb).read_text(encoding="utf-8") != text(nb)
+    ]
     folders = {nb.parent for nb in notebooks}
     # an orphan is a twin whose notebook is gone, not one of a notebook left off the command line
     out += [p for f in folders for p in sorted((f / FOLDER).glob("*.py")) if not (f / (p.stem + ".ipynb")).is_file()]
@@ -67,8 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     paths = notebook_paths(args.notebooks)
     if args.command == "write":
         changed = write(paths)
-        print(f"{len(paths)} notebooks, {len(changed)} twins written or removed: "
-              + (", ".join(p.name for p in changed) or "none"))
+        print(
+            f"{len(paths)} notebooks, {len(changed)} twins written or removed: "
+            + (", ".join(p.name for p in changed) or "none")
+        )
         return 0
     out = stale(paths)
     if out:

@@ -448,13 +448,13 @@ print("saved", path.name)
 # the registry's margin (when the cold read really bypassed the cache) depends on the machine and its
 # load, so it is printed in the cell after it.
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 for name in ("pillow_uses_turbo", "copy_table_as_seed", "decoders_agree"):
     claims.check(name, figures)  # saved above with the other figures
 claims.check("jpeg4py_agrees", figures, why="jpeg4py is not installed")
 print("TensorRT step:", "a GPU is here: see section 4" if torch.cuda.is_available() else "needs an NVIDIA GPU; none here")
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if method == "O_DIRECT":
     print("page cache faster than a cold read (> 1.5x):", cached / cold > 1.5)
 else:

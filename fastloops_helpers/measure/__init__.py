@@ -6,7 +6,19 @@ Explained in notebooks/00_setup.ipynb.
 from .clock import Timer, drain, interleaved, interleaved_until_steady, measure, now, per_call, sync
 from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
-from .stats import TIE, Verdict, best_of, median, median_interval, p95, ratio, ratios, summarize, verdict
+from .stats import (
+    TIE,
+    Verdict,
+    best_of,
+    interval_figures,
+    median,
+    median_interval,
+    p95,
+    ratio,
+    ratios,
+    summarize,
+    verdict,
+)
 
 __all__ = [
     "Timer",
@@ -35,6 +47,7 @@ __all__ = [
     "ratio",
     "summarize",
     "median_interval",
+    "interval_figures",
     "ratios",
     "verdict",
     "Verdict",

@@ -43,6 +43,18 @@ def ratios(samples: Mapping[K, Sequence[float]], numerator: K, denominator: K) -
     return (num / den).tolist()
 
 
+LOW, HIGH = "_ci_low", "_ci_high"  # suffixes of a saved ratio's 95 % interval
+
+
+def interval_figures(key: str, ratios: Sequence[float]) -> dict[str, float]:
+    """Return {key: median, key_ci_low, key_ci_high} of per-round ratios, to save beside the other figures.
+
+    The claims registry and the report judge a ratio saved this way by its interval (`verdict`).
+    """
+    low, high = median_interval(ratios)
+    return {key: median(ratios), key + LOW: low, key + HIGH: high}
+
+
 def ratio(samples: Mapping[K, Sequence[float]], numerator: K, denominator: K) -> float:
     """Return the median over rounds of numerator/denominator, from `clock.interleaved` samples."""
     return float(np.median(ratios(samples, numerator, denominator)))

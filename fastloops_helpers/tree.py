@@ -13,7 +13,7 @@ import dataclasses
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -93,8 +93,11 @@ def children(obj: Any) -> list[tuple[str, Any]] | None:
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return [(f".{f.name}", getattr(obj, f.name)) for f in dataclasses.fields(obj)]
     if _is_unsupported(obj):
-        raise LeafError(obj, "cannot walk a {kind} at {where}: use a dict, list, tuple, namedtuple, dataclass "
-                             "or TensorDict there", container=True)
+        raise LeafError(
+            obj,
+            "cannot walk a {kind} at {where}: use a dict, list, tuple, namedtuple, dataclass or TensorDict there",
+            container=True,
+        )
     return None
 
 
@@ -131,11 +134,13 @@ def _map_other(fn: Callable[[Any], Any], obj: Any) -> Any:
     return fn(obj)
 
 
-def _rebuild_mapping(original: Mapping, mapped: dict) -> Mapping:
+def _rebuild_mapping(original: Mapping[Any, Any], mapped: dict[Any, Any]) -> Mapping[Any, Any]:
     if isinstance(original, defaultdict):
         return defaultdict(original.default_factory, mapped)
+    # most mapping types (dict, OrderedDict, MappingProxyType...) are built from a dict; the others raise below
+    rebuild = cast("Callable[[dict[Any, Any]], Mapping[Any, Any]]", type(original))
     try:
-        return type(original)(mapped)
+        return rebuild(mapped)
     except TypeError as exc:
         raise TypeError(f"cannot rebuild a {type(original).__name__} from a dict: use a dict instead") from exc
 
@@ -143,8 +148,11 @@ def _rebuild_mapping(original: Mapping, mapped: dict) -> Mapping:
 def _is_unsupported(obj: Any) -> bool:
     if isinstance(obj, (set, frozenset)):
         return True
-    return (hasattr(obj, "__iter__") and not isinstance(obj, PLAIN_LEAVES)
-            and type(obj).__module__.split(".")[0] != "numpy")  # arrays are leaves
+    return (
+        hasattr(obj, "__iter__")
+        and not isinstance(obj, PLAIN_LEAVES)
+        and type(obj).__module__.split(".")[0] != "numpy"  # arrays are leaves
+    )
 
 
 def _path_to(obj: Any, target: Any, where: str) -> str | None:

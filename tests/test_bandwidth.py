@@ -9,8 +9,12 @@ from fastloops_helpers.measure import capabilities
 
 def test_compare_measures_each_size_and_library_and_records_the_knobs():
     result = bandwidth.compare([0.25, 1], repeat=2, threads=1)
-    assert [(r["size_mb"], r["library"]) for r in result.rows] == [(0.25, "torch"), (0.25, "numpy"),
-                                                                  (1, "torch"), (1, "numpy")]
+    assert [(r["size_mb"], r["library"]) for r in result.rows] == [
+        (0.25, "torch"),
+        (0.25, "numpy"),
+        (1, "torch"),
+        (1, "numpy"),
+    ]
     assert all(r["gb_per_s"] > 0 for r in result.rows)
     assert set(result.figures) == {"copy_gb_per_s_ram", "copy_gb_per_s_cache"}
     assert result.knobs == {"sizes_mb": [0.25, 1], "threads": 1, "repeat": 2} and result.repeats == 2

@@ -7,7 +7,6 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from fastloops_helpers.load import move as devices
 from fastloops_helpers.experiments import devices as bench_devices
 from fastloops_helpers.experiments.devices import check_moved
 from fastloops_helpers.load.move import move_to
@@ -41,8 +40,15 @@ def test_move_to_moves_every_tensor_of_the_slide_xs(device):
 
 def test_move_to_keeps_container_types_and_passes_leaves_through():
     t = torch.ones(2)
-    obj = {"tuple": (t, 3), "pair": Pair(t, "s"), "ordered": OrderedDict(a=t), "dd": defaultdict(list, a=[t]),
-           "batch": Batch(t, t), "frozen": Frozen(t), "leaves": [None, 1.5, "x", b"y", np.zeros(2), torch.float32]}
+    obj = {
+        "tuple": (t, 3),
+        "pair": Pair(t, "s"),
+        "ordered": OrderedDict(a=t),
+        "dd": defaultdict(list, a=[t]),
+        "batch": Batch(t, t),
+        "frozen": Frozen(t),
+        "leaves": [None, 1.5, "x", b"y", np.zeros(2), torch.float32],
+    }
     moved = move_to(obj, "meta")
     assert type(moved["tuple"]) is tuple and moved["tuple"][1] == 3
     assert isinstance(moved["pair"], Pair) and moved["pair"].y == "s" and moved["pair"].x.is_meta
@@ -61,9 +67,14 @@ def test_move_to_handles_tensordicts_and_parameters():
     assert moved["w"].is_meta
 
 
-@pytest.mark.parametrize("bad,path", [({"a": [], "pim": [torch.ones(1), {1, 2}]}, "obj['pim'][1]"),
-                                      ([(torch.ones(1), iter([1]))], "obj[0][1]"),
-                                      (Batch(torch.ones(1), collections.deque([torch.ones(1)])), "obj.label")])
+@pytest.mark.parametrize(
+    "bad,path",
+    [
+        ({"a": [], "pim": [torch.ones(1), {1, 2}]}, "obj['pim'][1]"),
+        ([(torch.ones(1), iter([1]))], "obj[0][1]"),
+        (Batch(torch.ones(1), collections.deque([torch.ones(1)])), "obj.label"),
+    ],
+)
 def test_move_to_names_the_path_of_an_unsupported_container(bad, path):
     with pytest.raises(TypeError) as err:
         move_to(bad, "cpu")
@@ -104,27 +115,39 @@ def test_methods_are_the_slides_one_liners_plus_both_move_tos():
 
 
 def test_compare_ways_gives_one_checked_row_per_way_and_leaf_size():
-    ways = {"move_to (helpers)": move_to, "torch.save + load(map_location)": slide_moves.torch_save_move,
-            "TensorDict.from_dict(xs).to": slide_moves.tensordict_move}
+    ways = {
+        "move_to (helpers)": move_to,
+        "torch.save + load(map_location)": slide_moves.torch_save_move,
+        "TensorDict.from_dict(xs).to": slide_moves.tensordict_move,
+    }
     rows = bench_devices.compare_ways(ways, {"tiny": 2, "small": 4}, rounds=2, block_ms=0.1)
     assert [(r["leaves"], r["method"]) for r in rows] == [(s, m) for s in ("tiny", "small") for m in ways]
     assert min(r["over_fastest"] for r in rows if r["leaves"] == "tiny") == 1.0
     assert {r["method"]: r["correct_meta"] == "ok" for r in rows} == {
-        "move_to (helpers)": True, "torch.save + load(map_location)": True, "TensorDict.from_dict(xs).to": False}
+        "move_to (helpers)": True,
+        "torch.save + load(map_location)": True,
+        "TensorDict.from_dict(xs).to": False,
+    }
     assert all(r["correct"] == "ok" for r in rows)  # on the CPU nothing needs to move
     figures = bench_devices.figures(rows, [])
-    assert figures["move_to_over_fastest"] == max(figures["move_to_over_fastest_tiny"],
-                                                  figures["move_to_over_fastest_small"])
+    assert figures["move_to_over_fastest"] == max(
+        figures["move_to_over_fastest_tiny"], figures["move_to_over_fastest_small"]
+    )
 
 
 def test_compare_jax_times_every_way_against_move_to():
     pytest.importorskip("jax")
-    rows = bench_devices.compare_jax(bench_devices.JAX_FROM_TORCH, bench_devices.JAX_FROM_JAX, {"small": 4},
-                                     rounds=2, block_ms=0.1)
+    rows = bench_devices.compare_jax(
+        bench_devices.JAX_FROM_TORCH, bench_devices.JAX_FROM_JAX, {"small": 4}, rounds=2, block_ms=0.1
+    )
     assert [r["method"] for r in rows] == [*bench_devices.JAX_FROM_TORCH, *bench_devices.JAX_FROM_JAX]
     assert all(r["correct"] == "ok" and r["over_move_to"] > 0 for r in rows)
-    assert bench_devices.figures([{"leaves": "small", "method": "move_to (helpers)", "over_fastest": 1.0}],
-                                 rows)["jax_device_put_moves_all"] == 1.0
+    assert (
+        bench_devices.figures([{"leaves": "small", "method": "move_to (helpers)", "over_fastest": 1.0}], rows)[
+            "jax_device_put_moves_all"
+        ]
+        == 1.0
+    )
 
 
 def test_interleaved_timing_returns_one_sample_per_round():

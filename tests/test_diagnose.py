@@ -73,8 +73,13 @@ def test_a_step_slowed_in_the_loop_only_makes_the_verdict_inconclusive():
     from fastloops_helpers.measure import input_bound
 
     # a busy neighbour's pattern: the step took 20 ms per batch in the loop and 1 ms alone
-    run = input_bound._Run(rows=[{"begin": i, "end": i + 1, "wait": 0.0, "copy": 0.0, "step": 0.02, "samples": 8,
-                                  "first": i == 0} for i in range(6)], cached=[torch.zeros(8, 2)] * 2)
+    run = input_bound._Run(
+        rows=[
+            {"begin": i, "end": i + 1, "wait": 0.0, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
+            for i in range(6)
+        ],
+        cached=[torch.zeros(8, 2)] * 2,
+    )
     d = input_bound._diagnosis(run, [], replay_s=0.002, warmup=1, device="cpu")
     assert d.verdict == input_bound.BUSY and d.live_over_replay_step == pytest.approx(20) and not d.recommendations
     quiet = input_bound._diagnosis(run, [], replay_s=0.04, warmup=1, device="cpu")
@@ -128,6 +133,7 @@ def test_a_step_that_raises_names_the_batch():
     def step(batch):
         if batch[0, 0] == 4:
             raise RuntimeError("shape mismatch")
+
     with pytest.raises(LoopError, match="step raised RuntimeError on batch 4: shape mismatch"):
         diagnose(SleepyLoader(0.0), step, batches=8, warmup=0)
 
@@ -158,9 +164,21 @@ def test_verdict_thresholds():
 
 
 def _figures(**kw):
-    base = dict(batch_s=0.022, step_s=0.002, wait_share=0.9, headspace=11.0, batch_size=8, first_batch_s=0.02,
-                p50_s=0.022, is_dataloader=True, num_workers=0, persistent_workers=False, has_getitems=False,
-                epoch_batches=10, cores=4)
+    base = dict(
+        batch_s=0.022,
+        step_s=0.002,
+        wait_share=0.9,
+        headspace=11.0,
+        batch_size=8,
+        first_batch_s=0.02,
+        p50_s=0.022,
+        is_dataloader=True,
+        num_workers=0,
+        persistent_workers=False,
+        has_getitems=False,
+        epoch_batches=10,
+        cores=4,
+    )
     return advice.Figures(**{**base, **kw})
 
 
@@ -172,11 +190,21 @@ def test_recommendations_follow_the_measured_figures_and_are_ranked():
     assert all(r.gain <= 11.0 for r in in_memory)  # never more than free loading
     decode = advice.recommend(_figures(load_s=0.02, fetch_per_sample_s=2.5e-3))
     assert decode[0].notebook == "09, 14" and not any(r.knob.startswith("fetch whole") for r in decode)
-    slow_start = advice.recommend(_figures(num_workers=4, first_batch_s=0.5, wait_share=0.05, headspace=1.1,
-                                           step_s=0.02, fetch_per_sample_s=None))
+    slow_start = advice.recommend(
+        _figures(num_workers=4, first_batch_s=0.5, wait_share=0.05, headspace=1.1, step_s=0.02, fetch_per_sample_s=None)
+    )
     assert [r.knob for r in slow_start] == ["persistent_workers=True"]
-    pageable = advice.recommend(_figures(cuda_step=True, pageable=True, transfer_s=0.005, wait_share=0.0,
-                                         headspace=1.0, step_s=0.022, fetch_per_sample_s=None))
+    pageable = advice.recommend(
+        _figures(
+            cuda_step=True,
+            pageable=True,
+            transfer_s=0.005,
+            wait_share=0.0,
+            headspace=1.0,
+            step_s=0.022,
+            fetch_per_sample_s=None,
+        )
+    )
     assert pageable[0].notebook == "06, 07" and pageable[0].gain == pytest.approx(0.022 / 0.017)
 
 

@@ -26,8 +26,11 @@ def test_sweep_without_a_compiled_function_reports_eager_and_floors():
 def test_sweep_with_a_stand_in_compiled_function_reports_a_speedup():
     rows = fusion.sweep([512], fusion.chain, fusion.chain, repeat=1, bandwidth_gb_s=10.0)
     assert rows[0]["speedup"] == rows[0]["eager_s"] / rows[0]["compiled_s"]
-    assert fusion.figures(rows, 1.5) == {"compile_s": 1.5, "fusion_speedup_largest": rows[0]["speedup"],
-                                         "fusion_speedup_smallest": rows[0]["speedup"]}
+    assert fusion.figures(rows, 1.5) == {
+        "compile_s": 1.5,
+        "fusion_speedup_largest": rows[0]["speedup"],
+        "fusion_speedup_smallest": rows[0]["speedup"],
+    }
 
 
 def test_sweep_counts_the_bytes_of_its_dtype_and_leaves_floors_out_without_a_bandwidth():
@@ -46,6 +49,7 @@ def test_first_call_checks_the_compiled_function_against_eager():
 def test_first_call_reports_a_compiler_that_fails():
     def broken(x):
         raise RuntimeError("no C++ compiler\nmore detail")
+
     fn, seconds, note = fusion.first_call(broken, n=8)
     assert fn is None and math.isnan(seconds) and note == "torch.compile unavailable: RuntimeError: no C++ compiler"
 

@@ -7,8 +7,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from fastloops_helpers import BatchLoader, ThreadPrefetcher, move_to
-from fastloops_helpers import tree
+from fastloops_helpers import BatchLoader, ThreadPrefetcher, move_to, tree
 from fastloops_helpers.load.getitems import SampleListDataset
 
 Pair = collections.namedtuple("Pair", "X y")
@@ -23,8 +22,14 @@ class Batch:
 def structures(n=6):
     X, y = torch.arange(n * 2).float().view(n, 2), torch.arange(n)
     td = TensorDict({"X": X}, batch_size=[n])
-    return {"dict": {"X": X, "y": y}, "tuple": (X, y), "list": [X, y], "namedtuple": Pair(X, y),
-            "dataclass": Batch(X, {"y": y}), "tensordict": {"td": td, "y": y}}
+    return {
+        "dict": {"X": X, "y": y},
+        "tuple": (X, y),
+        "list": [X, y],
+        "namedtuple": Pair(X, y),
+        "dataclass": Batch(X, {"y": y}),
+        "tensordict": {"td": td, "y": y},
+    }
 
 
 @pytest.mark.parametrize("kind", list(structures()))
@@ -37,8 +42,7 @@ def test_every_consumer_keeps_the_container_type(kind):
     moved = move_to(batches[0], "meta")
     assert type(moved) is type(data) and all(t.is_meta for t in tree.tensors(moved))
     through = list(ThreadPrefetcher(BatchLoader(data, 4, shuffle=True, seed=1)))
-    assert all(torch.equal(a, b) for x, y in zip(batches, through)
-               for a, b in zip(tree.tensors(x), tree.tensors(y)))
+    assert all(torch.equal(a, b) for x, y in zip(batches, through) for a, b in zip(tree.tensors(x), tree.tensors(y)))
 
 
 def test_shuffled_rows_stay_aligned_across_fields():

@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import numpy as np
 import torch
 
 from .. import config, measure
 from . import BenchResult
-
 
 LIBRARIES = ("torch", "numpy")
 
@@ -25,8 +25,8 @@ def copier(nbytes: int, library: str = "torch") -> tuple[int, Callable[[], objec
         src, dst = torch.rand(n), torch.empty(n)
         return 2 * n * 4, lambda: dst.copy_(src)  # torch splits a large copy over its intra-op threads
     if library == "numpy":
-        src, dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
-        return 2 * n * 4, lambda: np.copyto(dst, src)  # numpy copies on one thread
+        np_src, np_dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
+        return 2 * n * 4, lambda: np.copyto(np_dst, np_src)  # numpy copies on one thread
     raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
 
 
@@ -43,8 +43,9 @@ def torch_threads(threads: int | None) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
-def copy_rates(nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None,
-               threads: int | None = None) -> dict[str, float]:
+def copy_rates(
+    nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None, threads: int | None = None
+) -> dict[str, float]:
     """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved."""
     made = {lib: copier(nbytes, lib) for lib in libraries}
     inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them
@@ -53,16 +54,18 @@ def copy_rates(nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int 
     return {lib: made[lib][0] / measure.median(seconds[lib]) / 1e9 for lib in libraries}
 
 
-def copy_bandwidth(nbytes: int, library: str = "torch", repeat: int | None = None,
-                   threads: int | None = None) -> float:
+def copy_bandwidth(nbytes: int, library: str = "torch", repeat: int | None = None, threads: int | None = None) -> float:
     """Return GB/s for copying an `nbytes` float32 buffer into another (counting read and write)."""
     return copy_rates(nbytes, (library,), repeat, threads)[library]
 
 
 def compare(sizes_mb: list[float], repeat: int, threads: int | None = None) -> BenchResult:
     """Measure torch and numpy copies at each size; figures: the best rate at the smallest and largest size."""
-    rows = [{"size_mb": mb, "library": lib, "gb_per_s": rate}
-            for mb in sizes_mb for lib, rate in copy_rates(int(mb * 2**20), repeat=repeat, threads=threads).items()]
+    rows: list[dict[str, Any]] = [
+        {"size_mb": mb, "library": lib, "gb_per_s": rate}
+        for mb in sizes_mb
+        for lib, rate in copy_rates(int(mb * 2**20), repeat=repeat, threads=threads).items()
+    ]
     best = {mb: max(r["gb_per_s"] for r in rows if r["size_mb"] == mb) for mb in sizes_mb}
     figures = {"copy_gb_per_s_ram": best[max(sizes_mb)], "copy_gb_per_s_cache": best[min(sizes_mb)]}
     knobs = {"sizes_mb": list(sizes_mb), "threads": threads or torch.get_num_threads(), "repeat": repeat}

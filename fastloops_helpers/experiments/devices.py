@@ -1,8 +1,12 @@
-"""Moving the slide's nested xs to a device: helpers' move_to vs pytree, optree, dm-tree, tensordict, torch.save, JAX."""
+"""Moving the slide's nested xs to a device, timed and checked.
+
+The helpers' move_to vs pytree, optree, dm-tree, tensordict, torch.save and JAX.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -17,21 +21,31 @@ from . import BenchResult
 
 LEAF_SIDES = {"small": 8, "large": 224}  # image side of the slide's xs: tiny leaves show pure overhead
 HELPERS = "move_to (helpers)"  # the row every other way is compared with
-WAYS = {HELPERS: move_to, "slide move_to (fixed)": slide_move_to, "torch pytree tree_map": slide_moves.pytree_move,
-        "optree.tree_map": slide_moves.optree_move, "dm-tree map_structure": slide_moves.dm_tree_move,
-        "TensorDict.from_dict(xs).to": slide_moves.tensordict_move,
-        "torch.save + load(map_location)": slide_moves.torch_save_move}
+WAYS: dict[str, Callable[[Any, torch.device], Any]] = {
+    HELPERS: move_to,
+    "slide move_to (fixed)": slide_move_to,
+    "torch pytree tree_map": slide_moves.pytree_move,
+    "optree.tree_map": slide_moves.optree_move,
+    "dm-tree map_structure": slide_moves.dm_tree_move,
+    "TensorDict.from_dict(xs).to": slide_moves.tensordict_move,
+    "torch.save + load(map_location)": slide_moves.torch_save_move,
+}
 # JAX's ways: two start from torch tensors (the conversion is part of the cost), two from JAX arrays made beforehand
-JAX_FROM_TORCH = {"torch -> numpy -> jax.device_put": slide_moves.jax_via_numpy,
-                  "torch -> dlpack -> jax.device_put": slide_moves.jax_via_dlpack}
-JAX_FROM_JAX = {"jax.device_put (JAX arrays in)": slide_moves.jax_device_put,
-                "jax.tree_util.tree_map(jax.device_put)": slide_moves.jax_tree_map_device_put}
+JAX_FROM_TORCH: dict[str, Callable[[Any, Any], Any]] = {
+    "torch -> numpy -> jax.device_put": slide_moves.jax_via_numpy,
+    "torch -> dlpack -> jax.device_put": slide_moves.jax_via_dlpack,
+}
+JAX_FROM_JAX: dict[str, Callable[[Any, Any], Any]] = {
+    "jax.device_put (JAX arrays in)": slide_moves.jax_device_put,
+    "jax.tree_util.tree_map(jax.device_put)": slide_moves.jax_tree_map_device_put,
+}
 
 
 def _repeated(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
     def block() -> None:
         for _ in range(calls):
             fn()
+
     return block
 
 
@@ -41,8 +55,10 @@ def per_call_seconds(fns: dict[str, Callable[[], Any]], rounds: int, block_s: fl
     A call of a few microseconds is shorter than what one clock read resolves reliably, so each sample
     times a block of calls sized from one calibration call. Explained in notebooks/06_device_moves.ipynb.
     """
-    calls = {name: max(1, int(block_s / max(measure.median(measure.measure(fn, repeat=3, warmup=1)), 1e-7)))
-             for name, fn in fns.items()}
+    calls = {
+        name: max(1, int(block_s / max(measure.median(measure.measure(fn, repeat=3, warmup=1)), 1e-7)))
+        for name, fn in fns.items()
+    }
     blocks = {name: _repeated(fn, calls[name]) for name, fn in fns.items()}
     samples = measure.interleaved(blocks, repeat=rounds, warmup=1)
     return {name: [s / calls[name] for s in values] for name, values in samples.items()}
@@ -60,9 +76,14 @@ def methods() -> tuple[dict[str, Callable[[Any, torch.device], Any]], dict[str, 
     return found, skipped
 
 
-def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dict[str, int], rounds: int,
-                 block_ms: float, target: torch.device | str = "cpu",
-                 make_xs: Callable[[int], Any] = slide_xs) -> list[dict[str, Any]]:
+def compare_ways(
+    ways: dict[str, Callable[[Any, torch.device], Any]],
+    sides: dict[str, int],
+    rounds: int,
+    block_ms: float,
+    target: torch.device | str = "cpu",
+    make_xs: Callable[[int], Any] = slide_xs,
+) -> list[dict[str, Any]]:
     """Time each `way(xs, target)` on `make_xs(side)` at each leaf side, interleaved; check what each moved.
 
     One row per (leaves, way): µs per call (median over `rounds`), its ratio to the fastest way, and whether
@@ -72,19 +93,32 @@ def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dic
     target, rows = torch.device(target), []
     for leaves, side in sides.items():
         xs = make_xs(side)
-        samples = per_call_seconds({n: (lambda f=f: f(xs, target)) for n, f in ways.items()}, rounds, block_ms / 1e3)
+        samples = per_call_seconds({n: partial(f, xs, target) for n, f in ways.items()}, rounds, block_ms / 1e3)
         median = {n: measure.median(s) for n, s in samples.items()}
         fastest = min(median.values())
-        rows += [{"leaves": leaves, "method": name, "input": "torch tensors", "us_per_call": median[name] * 1e6,
-                  "over_fastest": median[name] / fastest, "correct": check_moved(xs, fn(xs, target), target),
-                  "correct_meta": check_moved(xs, fn(xs, torch.device("meta")), "meta")}
-                 for name, fn in ways.items()]
+        rows += [
+            {
+                "leaves": leaves,
+                "method": name,
+                "input": "torch tensors",
+                "us_per_call": median[name] * 1e6,
+                "over_fastest": median[name] / fastest,
+                "correct": check_moved(xs, fn(xs, target), target),
+                "correct_meta": check_moved(xs, fn(xs, torch.device("meta")), "meta"),
+            }
+            for name, fn in ways.items()
+        ]
     return rows
 
 
-def compare_jax(from_torch: dict[str, Callable[[Any, Any], Any]], from_jax: dict[str, Callable[[Any, Any], Any]],
-                sides: dict[str, int], rounds: int, block_ms: float,
-                make_xs: Callable[[int], Any] = slide_xs) -> list[dict[str, Any]]:
+def compare_jax(
+    from_torch: dict[str, Callable[[Any, Any], Any]],
+    from_jax: dict[str, Callable[[Any, Any], Any]],
+    sides: dict[str, int],
+    rounds: int,
+    block_ms: float,
+    make_xs: Callable[[int], Any] = slide_xs,
+) -> list[dict[str, Any]]:
     """Time JAX's ways onto its default device, interleaved with `move_to` to the CPU; [] without JAX.
 
     `from_torch` ways get `make_xs(side)` as torch tensors (the conversion is part of their cost), `from_jax`
@@ -96,16 +130,27 @@ def compare_jax(from_torch: dict[str, Callable[[Any, Any], Any]], from_jax: dict
     except ImportError:
         return []
     device, rows = jax.devices()[0], []
+
+    def waited(f: Callable[[Any, Any], Any], xs: Any) -> Callable[[], Any]:
+        return lambda: jax.block_until_ready(f(xs, device))
+
     for leaves, side in sides.items():
         xs = make_xs(side)
         jax_xs = jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
-        calls = {n: (lambda f=f: jax.block_until_ready(f(xs, device))) for n, f in from_torch.items()}
-        calls |= {n: (lambda f=f: jax.block_until_ready(f(jax_xs, device))) for n, f in from_jax.items()}
-        samples = per_call_seconds(calls | {HELPERS: lambda: move_to(xs, "cpu")}, rounds, block_ms / 1e3)
-        rows += [{"leaves": leaves, "method": name, "input": "torch tensors" if name in from_torch else "JAX arrays",
-                  "us_per_call": measure.median(samples[name]) * 1e6,
-                  "over_move_to": measure.ratio(samples, name, HELPERS), "correct": check_jax(xs, call())}
-                 for name, call in calls.items()]
+        calls = {n: waited(f, xs) for n, f in from_torch.items()}
+        calls |= {n: waited(f, jax_xs) for n, f in from_jax.items()}
+        samples = per_call_seconds(calls | {HELPERS: partial(move_to, xs, "cpu")}, rounds, block_ms / 1e3)
+        rows += [
+            {
+                "leaves": leaves,
+                "method": name,
+                "input": "torch tensors" if name in from_torch else "JAX arrays",
+                "us_per_call": measure.median(samples[name]) * 1e6,
+                "over_move_to": measure.ratio(samples, name, HELPERS),
+                "correct": check_jax(xs, call()),
+            }
+            for name, call in calls.items()
+        ]
     return rows
 
 
@@ -131,8 +176,14 @@ def run(scale: str) -> BenchResult:
     jax_rows = compare_jax(JAX_FROM_TORCH, JAX_FROM_JAX, LEAF_SIDES, rounds, block_ms)
     if not jax_rows:
         skipped |= dict.fromkeys([*JAX_FROM_TORCH, *JAX_FROM_JAX], "JAX is not installed: pip install jax")
-    knobs = {"rounds": rounds, "block_ms": block_ms, "target": "cpu", "skipped": skipped,
-             "statistic": "median over interleaved rounds", "leaf_sides": LEAF_SIDES}
+    knobs = {
+        "rounds": rounds,
+        "block_ms": block_ms,
+        "target": "cpu",
+        "skipped": skipped,
+        "statistic": "median over interleaved rounds",
+        "leaf_sides": LEAF_SIDES,
+    }
     return BenchResult(rows + jax_rows, figures(rows, jax_rows), knobs=knobs, repeats=rounds)
 
 
@@ -141,11 +192,13 @@ def cuda_copy_rows(nbytes: int, repeat: int = 10) -> list[dict[str, Any]]:
     dev = torch.device("cuda")
     pageable = torch.rand(nbytes // 4)
     pinned = pageable.pin_memory()
-    ways = {"pageable .to()": lambda: pageable.to(dev),
-            "pageable .to(non_blocking=True)": lambda: pageable.to(dev, non_blocking=True),
-            "pinned .to()": lambda: pinned.to(dev),
-            "pinned .to(non_blocking=True)": lambda: pinned.to(dev, non_blocking=True),
-            "pin_memory() then .to(non_blocking=True)": lambda: pageable.pin_memory().to(dev, non_blocking=True)}
+    ways = {
+        "pageable .to()": lambda: pageable.to(dev),
+        "pageable .to(non_blocking=True)": lambda: pageable.to(dev, non_blocking=True),
+        "pinned .to()": lambda: pinned.to(dev),
+        "pinned .to(non_blocking=True)": lambda: pinned.to(dev, non_blocking=True),
+        "pin_memory() then .to(non_blocking=True)": lambda: pageable.pin_memory().to(dev, non_blocking=True),
+    }
     rows = []
     for name, fn in ways.items():
         t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, device=dev))
@@ -160,9 +213,11 @@ def jax_shares_memory() -> dict[str, bool]:
     """
     import jax
 
-    ways = {"np.asarray then jax.device_put": lambda t: jax.device_put(np.asarray(t)),
-            "jax.dlpack.from_dlpack": jax.dlpack.from_dlpack,
-            "jax.numpy.asarray(t.numpy())": lambda t: jax.numpy.asarray(t.numpy())}
+    ways = {
+        "np.asarray then jax.device_put": lambda t: jax.device_put(np.asarray(t)),
+        "jax.dlpack.from_dlpack": jax.dlpack.from_dlpack,
+        "jax.numpy.asarray(t.numpy())": lambda t: jax.numpy.asarray(t.numpy()),
+    }
     shared = {}
     for name, convert in ways.items():
         t = torch.zeros(1024)
@@ -206,9 +261,10 @@ def _leaves_by_path(original: Any, moved: Any) -> tuple[dict[str, Any], dict[str
 
 
 def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:
-    """Return "ok" if `moved` has `original`'s structure, every tensor on `device` and equal values, else the first problem.
+    """Return "ok" if `moved` has `original`'s structure, every tensor on `device` and equal values.
 
-    Values are compared only when `device` can be read back (not on the meta device).
+    Otherwise return the first problem found. Values are compared only when `device` can be read back
+    (not on the meta device).
     Explained in notebooks/06_device_moves.ipynb.
     """
     device = torch.device(device)

@@ -1,4 +1,4 @@
-"""diagnose() on four loops of earlier notebooks: ImageFolder without and with workers, memmap + BatchLoader, Otto MLP."""
+"""diagnose() on four earlier loops: ImageFolder without and with workers, memmap + BatchLoader, Otto MLP."""
 
 from __future__ import annotations
 
@@ -46,11 +46,17 @@ def image_dataset(prepared: imf.Prepared) -> ImageFolder:
     return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
 
 
-def image_loop(data: ImageFolder, batch_size: int, num_workers: int, step_ms: float,
-               persistent_workers: bool = False) -> Loop:
+def image_loop(
+    data: ImageFolder, batch_size: int, num_workers: int, step_ms: float, persistent_workers: bool = False
+) -> Loop:
     """Return notebook 09's per-sample loop: DataLoader over ImageFolder, and a stand-in GPU step of `step_ms`."""
-    loader = DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        persistent_workers=persistent_workers and num_workers > 0)
+    loader = DataLoader(
+        data,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        persistent_workers=persistent_workers and num_workers > 0,
+    )
     return loader, timeline.gpu_like_step(step_ms / 1000)  # sleeps: the CPU stays free, as under a GPU step
 
 
@@ -64,22 +70,26 @@ def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loo
 def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
     X, y, _, _ = otto.load_otto(rows)
-    loader = DataLoader(otto.OttoRows(X, y), batch_size=batch_size, shuffle=True,
-                        num_workers=1, pin_memory=device.type == "cuda")
+    loader = DataLoader(
+        otto.OttoRows(X, y), batch_size=batch_size, shuffle=True, num_workers=1, pin_memory=device.type == "cuda"
+    )
     torch.manual_seed(0)
     model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
     step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
     return loader, lambda batch: step(*batch)
 
 
-def loops(device: torch.device, prepared: imf.Prepared, batch_size: int, step_ms: float, otto_rows: int,
-          otto_batch_size: int) -> dict[str, Loop]:
+def loops(
+    device: torch.device, prepared: imf.Prepared, batch_size: int, step_ms: float, otto_rows: int, otto_batch_size: int
+) -> dict[str, Loop]:
     """Return the four loops, each as (loader, step), built with the sizes given."""
     data = image_dataset(prepared)
-    return {"ImageFolder, 0 workers": image_loop(data, batch_size, 0, step_ms),
-            "ImageFolder, 2 workers": image_loop(data, batch_size, 2, step_ms),
-            "memmap + BatchLoader": memmap_loop(prepared.train, batch_size, step_ms),
-            "Otto MLP": otto_loop(device, otto_rows, otto_batch_size)}
+    return {
+        "ImageFolder, 0 workers": image_loop(data, batch_size, 0, step_ms),
+        "ImageFolder, 2 workers": image_loop(data, batch_size, 2, step_ms),
+        "memmap + BatchLoader": memmap_loop(prepared.train, batch_size, step_ms),
+        "Otto MLP": otto_loop(device, otto_rows, otto_batch_size),
+    }
 
 
 def run_diagnose(loop: Loop, batches: int, warmup: int, replay: int) -> Diagnosis:
@@ -102,11 +112,11 @@ def seconds_per_image(data: ImageFolder, n: int = 8) -> float:
 
 def seconds_per_batch(loader: Any, repeat: int = 3) -> float:
     """Return the median seconds `loader` takes to yield one batch (after one untimed batch)."""
-    it = iter(loader)
+    its = [iter(loader)]  # clearing the list frees the iterator (and its workers), even after an error
     try:
-        return measure.median(measure.measure(lambda: next(it), repeat=repeat, warmup=1))
+        return measure.median(measure.measure(lambda: next(its[0]), repeat=repeat, warmup=1))
     finally:
-        del it
+        its.clear()
 
 
 def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[str, float]:
@@ -119,8 +129,10 @@ def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[
 
     loader, step = loop
     if hasattr(loader, "__len__") and len(loader) < live:
-        raise ValueError(f"live={live} batches, but the loader has {len(loader)} per epoch: CacheDataLoader "
-                         f"would start replaying early; use live <= {len(loader)}")
+        raise ValueError(
+            f"live={live} batches, but the loader has {len(loader)} per epoch: CacheDataLoader "
+            f"would start replaying early; use live <= {len(loader)}"
+        )
     wrapped = CacheDataLoader(loader, num_caches=cached, return_caches_after=live, stop_after=live + cached)
     ends = [measure.now()]
     with warnings.catch_warnings():
@@ -137,14 +149,24 @@ def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[
 def row(name: str, d: Diagnosis) -> dict[str, Any]:
     """Return one table row of a loop's diagnosis."""
     top = d.recommendations[0] if d.recommendations else None
-    return {"loop": name, "verdict": d.verdict, "samples_per_s": d.samples_per_s, "wait_share": d.wait_share,
-            "headspace": d.headspace, "first_batch_s": d.first_batch_s, "batch_p50_ms": d.batch_p50_s * 1e3,
-            "batch_p95_ms": d.batch_p95_s * 1e3, "pss_total_mb": d.pss_mb["total"],
-            "first_knob": top.knob if top else "", "first_knob_gain": top.gain if top else 1.0}
+    return {
+        "loop": name,
+        "verdict": d.verdict,
+        "samples_per_s": d.samples_per_s,
+        "wait_share": d.wait_share,
+        "headspace": d.headspace,
+        "first_batch_s": d.first_batch_s,
+        "batch_p50_ms": d.batch_p50_s * 1e3,
+        "batch_p95_ms": d.batch_p95_s * 1e3,
+        "pss_total_mb": d.pss_mb["total"],
+        "first_knob": top.knob if top else "",
+        "first_knob_gain": top.gain if top else 1.0,
+    }
 
 
-def compare(named: dict[str, Loop], batches: int, warmup: int,
-            replay: int) -> tuple[list[dict[str, Any]], dict[str, float]]:
+def compare(
+    named: dict[str, Loop], batches: int, warmup: int, replay: int
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
     """Diagnose each loop; return its table rows and the figures (each loop's wait share and headspace)."""
     rows = [row(name, run_diagnose(loop, batches, warmup, replay)) for name, loop in named.items()]
     slug = {name: name.lower().replace(", ", "_").replace(" + ", "_").replace(" ", "_") for name in named}
@@ -155,8 +177,12 @@ def compare(named: dict[str, Loop], batches: int, warmup: int,
 def run(scale: str) -> BenchResult:
     """Diagnose the four loops; figures are each loop's wait share and headspace."""
     counts = config.sizes("diagnose", scale)
-    sizes = {"batch_size": config.size("imagefolder.batch_size", scale),
-             "step_ms": config.size("anatomy.step_ms", scale), "otto_rows": config.size("otto.rows", scale), "otto_batch_size": config.size("otto.batch_size", scale)}
+    sizes = {
+        "batch_size": config.size("imagefolder.batch_size", scale),
+        "step_ms": config.size("anatomy.step_ms", scale),
+        "otto_rows": config.size("otto.rows", scale),
+        "otto_batch_size": config.size("otto.batch_size", scale),
+    }
     built = loops(config.device(), imf.prepare(folder=synthetic_imagefolder(scale)), **sizes)
     rows, figures = compare(built, counts["batches"], counts["warmup"], counts["replay"])
     return BenchResult(rows, figures, knobs={**counts, **sizes, "cores": os.cpu_count()}, repeats=1)

@@ -6,6 +6,7 @@ Explained in notebooks/05_fusion.ipynb.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -45,8 +46,13 @@ def traffic_bytes(n: int, element_bytes: int = 4) -> dict[str, int]:
     return {"eager": EAGER_PASSES * n * element_bytes, "fused": FUSED_PASSES * n * element_bytes}
 
 
-def first_call(compiled: Callable, eager: Callable = chain, n: int = 4096, device: torch.device | str = "cpu",
-               dtype: torch.dtype = torch.float32) -> tuple[Callable | None, float, str]:
+def first_call(
+    compiled: Callable,
+    eager: Callable = chain,
+    n: int = 4096,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> tuple[Callable | None, float, str]:
     """Call `compiled` once (tracing, code generation, the C++ compiler) and check it against `eager`.
 
     Return (compiled or None when it fails or disagrees, seconds of that first call, a note): a one-off cost,
@@ -63,18 +69,31 @@ def first_call(compiled: Callable, eager: Callable = chain, n: int = 4096, devic
     return compiled, timer.seconds, f"inductor on {torch.device(device).type}"
 
 
-def per_call(fns: dict[str, Callable[[torch.Tensor], Any]], n: int, repeat: int, device: torch.device | str = "cpu",
-             dtype: torch.dtype = torch.float32, warmup: int = 1) -> dict[str, list[float]]:
+def per_call(
+    fns: dict[str, Callable[[torch.Tensor], Any]],
+    n: int,
+    repeat: int,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+    warmup: int = 1,
+) -> dict[str, list[float]]:
     """Return {name: seconds per call, per round} of each `fn(x)` on `n` elements of `dtype`, interleaved."""
     x = torch.randn(n, device=device, dtype=dtype)
     inner = max(1, 2**18 // n)  # small tensors: many calls per round so the clock can see them
-    return measure.per_call({k: (lambda f=f: f(x)) for k, f in fns.items()}, number=inner, repeat=repeat,
-                            warmup=warmup, device=device)
+    return measure.per_call(
+        {k: partial(f, x) for k, f in fns.items()}, number=inner, repeat=repeat, warmup=warmup, device=device
+    )
 
 
-def sweep(sizes: list[int], eager: Callable, compiled: Callable | None, repeat: int,
-          bandwidth_gb_s: float | None = None, device: torch.device | str = "cpu",
-          dtype: torch.dtype = torch.float32) -> list[dict[str, Any]]:
+def sweep(
+    sizes: list[int],
+    eager: Callable,
+    compiled: Callable | None,
+    repeat: int,
+    bandwidth_gb_s: float | None = None,
+    device: torch.device | str = "cpu",
+    dtype: torch.dtype = torch.float32,
+) -> list[dict[str, Any]]:
     """Time `eager` (and `compiled`) per size, interleaved; one row per size.
 
     `speedup` is the median over rounds of eager/compiled. With `bandwidth_gb_s`, each row also gets the
@@ -88,8 +107,10 @@ def sweep(sizes: list[int], eager: Callable, compiled: Callable | None, repeat: 
         row = {"n": n, "mib": n * element_bytes / 2**20, "eager_s": measure.median(seconds["eager"])}
         if bandwidth_gb_s is not None:
             moved = traffic_bytes(n, element_bytes)
-            row |= {"eager_floor_s": moved["eager"] / (bandwidth_gb_s * 1e9),
-                    "fused_floor_s": moved["fused"] / (bandwidth_gb_s * 1e9)}
+            row |= {
+                "eager_floor_s": moved["eager"] / (bandwidth_gb_s * 1e9),
+                "fused_floor_s": moved["fused"] / (bandwidth_gb_s * 1e9),
+            }
         if compiled is not None:
             row["compiled_s"] = measure.median(seconds["compiled"])
             row["speedup"] = measure.ratio(seconds, "eager", "compiled")
@@ -101,8 +122,10 @@ def figures(rows: list[dict[str, Any]], compile_s: float) -> dict[str, float]:
     """Return the figures the notebook and the benchmark report: compile time, speed-ups at both ends."""
     found = {"compile_s": compile_s}
     if rows and "speedup" in rows[0]:
-        found |= {"fusion_speedup_largest": float(rows[-1]["speedup"]),
-                  "fusion_speedup_smallest": float(rows[0]["speedup"])}
+        found |= {
+            "fusion_speedup_largest": float(rows[-1]["speedup"]),
+            "fusion_speedup_smallest": float(rows[0]["speedup"]),
+        }
     return found
 
 

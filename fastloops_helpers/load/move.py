@@ -30,6 +30,7 @@ def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) ->
         if isinstance(leaf, Tensor) or is_tensor_collection(leaf):  # subclasses, e.g. nn.Parameter
             return leaf.to(device, non_blocking=non_blocking)
         return leaf
+
     try:
         return map_leaves(move, obj)
     except TypeError as exc:

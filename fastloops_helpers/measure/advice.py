@@ -10,30 +10,30 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-INPUT_BOUND_WAIT = 0.5          # the loop waits for data at least half of the wall time: loading sets the pace
-INPUT_BOUND_HEADSPACE = 2.0     # or free loading would at least double the throughput
-COMPUTE_BOUND_WAIT = 0.1        # compute-bound needs waits under a tenth of the wall time ...
+INPUT_BOUND_WAIT = 0.5  # the loop waits for data at least half of the wall time: loading sets the pace
+INPUT_BOUND_HEADSPACE = 2.0  # or free loading would at least double the throughput
+COMPUTE_BOUND_WAIT = 0.1  # compute-bound needs waits under a tenth of the wall time ...
 COMPUTE_BOUND_HEADSPACE = 1.25  # ... and free loading to gain under 25 %; anything between is "balanced"
-IN_MEMORY_SAMPLE_S = 50e-6      # a per-sample fetch under 50 us does no decoding: the data is already in memory
-DECODE_SAMPLE_S = 1e-3          # a per-sample fetch over 1 ms decodes or reads a file: precompute it once
-FIRST_BATCH_FACTOR = 3.0        # a first batch slower than 3 steady batches is a start-up (worker spawn) cost
-BATCHED_SPEEDUP = 10.0          # assumed loading speed-up of a batched fetch or a memmap (notebooks 02, 09 measure it)
-MIN_GAIN = 1.02                 # a knob expected to gain under 2 % is not worth listing
+IN_MEMORY_SAMPLE_S = 50e-6  # a per-sample fetch under 50 us does no decoding: the data is already in memory
+DECODE_SAMPLE_S = 1e-3  # a per-sample fetch over 1 ms decodes or reads a file: precompute it once
+FIRST_BATCH_FACTOR = 3.0  # a first batch slower than 3 steady batches is a start-up (worker spawn) cost
+BATCHED_SPEEDUP = 10.0  # assumed loading speed-up of a batched fetch or a memmap (notebooks 02, 09 measure it)
+MIN_GAIN = 1.02  # a knob expected to gain under 2 % is not worth listing
 
 
 @dataclass
 class Figures:
     """What the rules read: per-batch seconds and the loader's knobs (None where unknown)."""
 
-    batch_s: float                  # mean seconds per batch of the live loop (1 / batches per second)
-    step_s: float                   # seconds per batch of the step alone over cached batches (the replay)
+    batch_s: float  # mean seconds per batch of the live loop (1 / batches per second)
+    step_s: float  # seconds per batch of the step alone over cached batches (the replay)
     wait_share: float
     headspace: float
-    batch_size: float               # mean samples per batch
+    batch_size: float  # mean samples per batch
     first_batch_s: float
     p50_s: float
-    epoch_start_s: float = 0.0      # median first-batch wait over the epochs seen (restarts included)
-    load_s: float | None = None     # seconds one worker (or the main thread) spends fetching + collating a batch
+    epoch_start_s: float = 0.0  # median first-batch wait over the epochs seen (restarts included)
+    load_s: float | None = None  # seconds one worker (or the main thread) spends fetching + collating a batch
     fetch_per_sample_s: float | None = None
     is_dataloader: bool = False
     num_workers: int | None = None
@@ -41,9 +41,9 @@ class Figures:
     has_getitems: bool | None = None
     epoch_batches: int | None = None
     cores: int = 1
-    cuda_step: bool = False         # the step ran CUDA work
-    pageable: bool = False          # and the batches arrived in pageable (not pinned) host memory
-    transfer_s: float | None = None # seconds to copy one batch from pageable memory to the GPU
+    cuda_step: bool = False  # the step ran CUDA work
+    pageable: bool = False  # and the batches arrived in pageable (not pinned) host memory
+    transfer_s: float | None = None  # seconds to copy one batch from pageable memory to the GPU
 
 
 @dataclass
@@ -80,9 +80,14 @@ def recommend(f: Figures) -> list[Recommendation]:
     rules = (_more_workers, _batched_fetch, _precompute, _thread_prefetch, _persistent_workers, _pinned_copy)
     found = [r for rule in rules if (r := rule(f)) is not None and r.gain >= MIN_GAIN]
     if not found and verdict(f.wait_share, f.headspace) == "compute-bound":
-        found.append(Recommendation("speed up the step (the loader keeps up)", f"the loop waits {f.wait_share:.0%} "
-                                    f"of the time; free loading would gain {f.headspace:.2f}x", 1.0,
-                                    "05"))
+        found.append(
+            Recommendation(
+                "speed up the step (the loader keeps up)",
+                f"the loop waits {f.wait_share:.0%} of the time; free loading would gain {f.headspace:.2f}x",
+                1.0,
+                "05",
+            )
+        )
     return sorted(found, key=lambda r: -r.gain)
 
 
@@ -100,25 +105,32 @@ def _more_workers(f: Figures) -> Recommendation | None:
         return None
     load = f.load_s if f.load_s is not None else f.batch_s - f.step_s
     predicted = max(f.step_s, load / f.cores)  # c workers load c batches at once, the step stays the floor
-    return Recommendation(f"num_workers={f.cores} (now {f.num_workers})",
-                          f"waiting {f.wait_share:.0%} of the time; a batch takes {load * 1e3:.3g} ms to load "
-                          f"and {f.step_s * 1e3:.3g} ms to step, and {f.cores} cores can load {f.cores} at once",
-                          _capped(f, predicted), "07",
-                          {"load_s": load, "predicted_batch_s": predicted})
+    return Recommendation(
+        f"num_workers={f.cores} (now {f.num_workers})",
+        f"waiting {f.wait_share:.0%} of the time; a batch takes {load * 1e3:.3g} ms to load "
+        f"and {f.step_s * 1e3:.3g} ms to step, and {f.cores} cores can load {f.cores} at once",
+        _capped(f, predicted),
+        "07",
+        {"load_s": load, "predicted_batch_s": predicted},
+    )
 
 
 def _batched_fetch(f: Figures) -> Recommendation | None:
     per = f.fetch_per_sample_s
-    if not (f.is_dataloader and not f.has_getitems and per is not None and per < IN_MEMORY_SAMPLE_S
-            and _loading_matters(f)):
+    if not (
+        f.is_dataloader and not f.has_getitems and per is not None and per < IN_MEMORY_SAMPLE_S and _loading_matters(f)
+    ):
         return None
     exposed = f.batch_s - f.step_s
     predicted = f.step_s + exposed / BATCHED_SPEEDUP
-    return Recommendation("fetch whole batches: `__getitems__` or BatchLoader",
-                          f"each sample is fetched by its own `__getitem__` call ({per * 1e6:.3g} us, no decoding: "
-                          f"in-memory data), {f.batch_size:.0f} calls per batch",
-                          _capped(f, predicted), "02, 03",
-                          {"predicted_batch_s": predicted})
+    return Recommendation(
+        "fetch whole batches: `__getitems__` or BatchLoader",
+        f"each sample is fetched by its own `__getitem__` call ({per * 1e6:.3g} us, no decoding: "
+        f"in-memory data), {f.batch_size:.0f} calls per batch",
+        _capped(f, predicted),
+        "02, 03",
+        {"predicted_batch_s": predicted},
+    )
 
 
 def _precompute(f: Figures) -> Recommendation | None:
@@ -127,11 +139,13 @@ def _precompute(f: Figures) -> Recommendation | None:
         return None
     exposed = f.batch_s - f.step_s
     predicted = f.step_s + exposed / BATCHED_SPEEDUP
-    return Recommendation("decode once into a memmap (or decode in threads)",
-                          f"each sample takes {per * 1e3:.3g} ms to fetch (decoding), "
-                          f"{per * f.batch_size * 1e3:.3g} ms per batch",
-                          _capped(f, predicted), "09, 14",
-                          {"predicted_batch_s": predicted})
+    return Recommendation(
+        "decode once into a memmap (or decode in threads)",
+        f"each sample takes {per * 1e3:.3g} ms to fetch (decoding), {per * f.batch_size * 1e3:.3g} ms per batch",
+        _capped(f, predicted),
+        "09, 14",
+        {"predicted_batch_s": predicted},
+    )
 
 
 def _thread_prefetch(f: Figures) -> Recommendation | None:
@@ -139,10 +153,13 @@ def _thread_prefetch(f: Figures) -> Recommendation | None:
         return None
     load = f.batch_s - f.step_s
     predicted = max(f.step_s, load)  # a background thread overlaps loading with the step
-    return Recommendation("load ahead in a background thread: ThreadPrefetcher(loader)",
-                          f"the loader runs in the loop's thread: {load * 1e3:.3g} ms per batch before each "
-                          f"{f.step_s * 1e3:.3g} ms step", _capped(f, predicted),
-                          "07", {"predicted_batch_s": predicted})
+    return Recommendation(
+        "load ahead in a background thread: ThreadPrefetcher(loader)",
+        f"the loader runs in the loop's thread: {load * 1e3:.3g} ms per batch before each {f.step_s * 1e3:.3g} ms step",
+        _capped(f, predicted),
+        "07",
+        {"predicted_batch_s": predicted},
+    )
 
 
 def _persistent_workers(f: Figures) -> Recommendation | None:
@@ -153,18 +170,25 @@ def _persistent_workers(f: Figures) -> Recommendation | None:
         return None
     epoch = start + (f.epoch_batches - 1) * f.p50_s
     saved = start - f.p50_s  # start-up every epoch, gone after the first with persistent workers
-    return Recommendation("persistent_workers=True",
-                          f"an epoch's first batch takes {start:.3g} s, {start / f.p50_s:.0f}x a steady "
-                          f"batch, and every epoch of {f.epoch_batches} batches pays it again",
-                          epoch / (epoch - saved), "07", {"epoch_s": epoch})
+    return Recommendation(
+        "persistent_workers=True",
+        f"an epoch's first batch takes {start:.3g} s, {start / f.p50_s:.0f}x a steady "
+        f"batch, and every epoch of {f.epoch_batches} batches pays it again",
+        epoch / (epoch - saved),
+        "07",
+        {"epoch_s": epoch},
+    )
 
 
 def _pinned_copy(f: Figures) -> Recommendation | None:
     if not (f.cuda_step and f.pageable and f.transfer_s):
         return None
     predicted = max(f.batch_s - f.transfer_s, 1e-9)  # the copy overlaps the step on a side stream
-    return Recommendation("pin_memory=True and CUDAPrefetcher (copy the next batch during this step)",
-                          f"batches arrive in pageable memory; copying one to the GPU takes "
-                          f"{f.transfer_s * 1e3:.3g} ms of each {f.batch_s * 1e3:.3g} ms batch",
-                          f.batch_s / predicted, "06, 07",
-                          {"predicted_batch_s": predicted})
+    return Recommendation(
+        "pin_memory=True and CUDAPrefetcher (copy the next batch during this step)",
+        f"batches arrive in pageable memory; copying one to the GPU takes "
+        f"{f.transfer_s * 1e3:.3g} ms of each {f.batch_s * 1e3:.3g} ms batch",
+        f.batch_s / predicted,
+        "06, 07",
+        {"predicted_batch_s": predicted},
+    )

@@ -43,7 +43,11 @@ def check_gpu() -> tuple[bool, str, str]:
     """Report whether torch sees a CUDA GPU."""
     if torch.cuda.is_available():
         return True, torch.cuda.get_device_name(0), ""
-    return False, f"torch {torch.__version__} sees no CUDA device", "a machine with an NVIDIA GPU and a CUDA build of torch"
+    return (
+        False,
+        f"torch {torch.__version__} sees no CUDA device",
+        "a machine with an NVIDIA GPU and a CUDA build of torch",
+    )
 
 
 def check_ffcv() -> tuple[bool, str, str]:
@@ -81,8 +85,11 @@ def check_compile(device: str = "cpu") -> tuple[bool, str, str]:
         with Timer(device) as first_call:
             ok = torch.allclose(fn(x), torch.sigmoid(x.sin() * x.cos() + 1.0), atol=1e-6)
     except Exception as exc:  # missing compiler or headers surface as many exception types
-        return False, f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}", \
-            "inductor needs a C++ compiler and Python headers: apt-get install g++ python3-dev"
+        return (
+            False,
+            f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}",
+            "inductor needs a C++ compiler and Python headers: apt-get install g++ python3-dev",
+        )
     return ok, f"inductor on {device}, first call {first_call.seconds:.1f} s (compile included)", ""
 
 

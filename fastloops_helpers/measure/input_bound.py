@@ -45,50 +45,67 @@ class Diagnosis:
     Explained in notebooks/15_is_my_loop_input_bound.ipynb.
     """
 
-    samples_per_s: float        # live loop, over the measured batches (after warm-up)
-    wait_share: float           # share of wall time spent in next(loader) (and iter(loader) at epoch starts)
-    step_share: float           # share of wall time in the step
-    copy_share: float           # share of wall time in `copy` (the host-to-device transfer, if given)
-    first_batch_s: float        # from iter(loader) to the first batch in hand (worker start-up included)
-    epoch_start_s: float        # median over epochs of the first batch's wait (the end of the last epoch included)
-    batch_p50_s: float          # per-batch time (end of one step to the end of the next), median ...
-    batch_p95_s: float          # ... and 95th percentile
+    samples_per_s: float  # live loop, over the measured batches (after warm-up)
+    wait_share: float  # share of wall time spent in next(loader) (and iter(loader) at epoch starts)
+    step_share: float  # share of wall time in the step
+    copy_share: float  # share of wall time in `copy` (the host-to-device transfer, if given)
+    first_batch_s: float  # from iter(loader) to the first batch in hand (worker start-up included)
+    epoch_start_s: float  # median over epochs of the first batch's wait (the end of the last epoch included)
+    batch_p50_s: float  # per-batch time (end of one step to the end of the next), median ...
+    batch_p95_s: float  # ... and 95th percentile
     replay_samples_per_s: float  # the step alone over cached batches: loading free
-    headspace: float            # replay_samples_per_s / samples_per_s
+    headspace: float  # replay_samples_per_s / samples_per_s
     live_over_replay_step: float  # the step's median time per batch in the loop over its time alone (~1: quiet)
-    pss_mb: dict[str, float]    # proportional set size of the main process and of its children (workers)
+    pss_mb: dict[str, float]  # proportional set size of the main process and of its children (workers)
     stages_ms: dict[str, float]  # median milliseconds per batch of each timeline stage
-    batches: int                # measured batches (after warm-up)
-    samples: int                # measured samples (the shares leave out the batches a loader had ready after
-                                # each replay pass: they came without a wait)
+    batches: int  # measured batches (after warm-up)
+    samples: int  # measured samples (the shares leave out the batches a loader had ready after
+    # each replay pass: they came without a wait)
     verdict: str
     recommendations: list[advice.Recommendation]
     figures: advice.Figures
     timeline: timeline.Timeline = field(repr=False)
-    window_start: float = 0.0   # timeline time at which the measured batches start
+    window_start: float = 0.0  # timeline time at which the measured batches start
 
     def __repr__(self) -> str:
-        top = f"; try {self.recommendations[0].knob} (~{self.recommendations[0].gain:.2g}x)" if self.recommendations else ""
-        return (f"Diagnosis({self.verdict}: waits {self.wait_share:.0%}, headspace {self.headspace:.2f}x, "
-                f"{self.samples_per_s:.4g} samples/s{top})")
+        top = (
+            f"; try {self.recommendations[0].knob} (~{self.recommendations[0].gain:.2g}x)"
+            if self.recommendations
+            else ""
+        )
+        return (
+            f"Diagnosis({self.verdict}: waits {self.wait_share:.0%}, headspace {self.headspace:.2f}x, "
+            f"{self.samples_per_s:.4g} samples/s{top})"
+        )
 
     def table(self) -> pd.DataFrame:
         """Return the measured figures as a two-column table (figure, value)."""
-        rows = {"samples/s": self.samples_per_s, "wait share": self.wait_share, "step share": self.step_share,
-                "copy share": self.copy_share, "first batch (s)": self.first_batch_s,
-                "epoch start (s)": self.epoch_start_s,
-                "batch p50 (ms)": self.batch_p50_s * 1e3, "batch p95 (ms)": self.batch_p95_s * 1e3,
-                "step alone, samples/s": self.replay_samples_per_s, "headspace (x)": self.headspace,
-                "step in loop / alone (x)": self.live_over_replay_step,
-                **{f"PSS {k} (MB)": v for k, v in self.pss_mb.items()},
-                **{f"{k} per batch (ms)": v for k, v in self.stages_ms.items()}}
+        rows = {
+            "samples/s": self.samples_per_s,
+            "wait share": self.wait_share,
+            "step share": self.step_share,
+            "copy share": self.copy_share,
+            "first batch (s)": self.first_batch_s,
+            "epoch start (s)": self.epoch_start_s,
+            "batch p50 (ms)": self.batch_p50_s * 1e3,
+            "batch p95 (ms)": self.batch_p95_s * 1e3,
+            "step alone, samples/s": self.replay_samples_per_s,
+            "headspace (x)": self.headspace,
+            "step in loop / alone (x)": self.live_over_replay_step,
+            **{f"PSS {k} (MB)": v for k, v in self.pss_mb.items()},
+            **{f"{k} per batch (ms)": v for k, v in self.stages_ms.items()},
+        }
         return pd.DataFrame({"figure": list(rows), "value": list(rows.values())}).set_index("figure")
 
     def advice(self) -> pd.DataFrame:
         """Return the recommendations, ranked, as a table (knob, expected gain, because, notebook)."""
-        return pd.DataFrame([{"knob": r.knob, "expected gain (x)": r.gain, "because": r.because,
-                              "notebook": r.notebook} for r in self.recommendations],
-                            columns=["knob", "expected gain (x)", "because", "notebook"])
+        return pd.DataFrame(
+            [
+                {"knob": r.knob, "expected gain (x)": r.gain, "because": r.because, "notebook": r.notebook}
+                for r in self.recommendations
+            ],
+            columns=["knob", "expected gain (x)", "because", "notebook"],
+        )
 
     def plot(self, title: str = "", until: float | None = None) -> Figure:
         """Draw the recorded timeline (one lane per worker and stage) above the per-batch time bars."""
@@ -97,9 +114,18 @@ class Diagnosis:
         return draw(self, title, until)
 
 
-def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int = 50, warmup: int = 3,
-             replay: int = 16, repeat: int = 3, copy: Callable[[Any], Any] | None = None,
-             device: torch.device | str | None = None, instrument: bool = True) -> Diagnosis:
+def diagnose(
+    loader: Iterable[Any],
+    step: Callable[[Any], Any],
+    *,
+    batches: int = 50,
+    warmup: int = 3,
+    replay: int = 16,
+    repeat: int = 3,
+    copy: Callable[[Any], Any] | None = None,
+    device: torch.device | str | None = None,
+    instrument: bool = True,
+) -> Diagnosis:
     """Run `loader` -> (`copy`) -> `step` for `warmup + batches` batches; return the Diagnosis.
 
     Parameters
@@ -117,16 +143,20 @@ def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int 
     Explained in notebooks/15_is_my_loop_input_bound.ipynb.
     """
     if batches < 1 or warmup < 0 or replay < 1 or repeat < 1:
-        raise ValueError(f"need batches >= 1, warmup >= 0, replay >= 1, repeat >= 1; got batches={batches}, "
-                         f"warmup={warmup}, replay={replay}, repeat={repeat}")
+        raise ValueError(
+            f"need batches >= 1, warmup >= 0, replay >= 1, repeat >= 1; got batches={batches}, "
+            f"warmup={warmup}, replay={replay}, repeat={repeat}"
+        )
     source = (_instrumented(loader) if instrument else None) or loader
     try:
         run = _run(source, step, warmup + batches, warmup, replay, copy, device)
     finally:
         _stop_workers(source, loader)
     if len(run.rows) <= warmup:
-        raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
-                         f"lower warmup or give it more data")
+        raise ValueError(
+            f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
+            f"lower warmup or give it more data"
+        )
     replay_s = _replay(step, run.cached, repeat, device, run.replays)
     return _diagnosis(run, loader, replay_s, warmup, device)
 
@@ -161,8 +191,15 @@ class _Run:
     pauses: list[int] = field(default_factory=list)  # the batches after which one ran
 
 
-def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-         copy: Callable[[Any], Any] | None, device: Any) -> _Run:
+def _run(
+    source: Iterable[Any],
+    step: Callable[[Any], Any],
+    total: int,
+    warmup: int,
+    replay: int,
+    copy: Callable[[Any], Any] | None,
+    device: Any,
+) -> _Run:
     """Run `total` batches, epoch after epoch as training does (iter() again when the loader runs out)."""
     run = _Run()
     last = now()  # the end of the previous batch: an epoch's restart counts in its first batch's wait
@@ -184,8 +221,17 @@ def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: 
     return run
 
 
-def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-           copy: Callable[[Any], Any] | None, device: Any, begin: float) -> float:
+def _epoch(
+    run: _Run,
+    it: Iterator[Any],
+    step: Callable[[Any], Any],
+    total: int,
+    warmup: int,
+    replay: int,
+    copy: Callable[[Any], Any] | None,
+    device: Any,
+    begin: float,
+) -> float:
     """Run batches from `it` until it ends or `total` are done; return the end time of the last one."""
     first = True
     while len(run.rows) < total:
@@ -196,9 +242,11 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
         except StopIteration:
             return begin
         except Exception as exc:
-            raise LoopError(f"the loader raised {type(exc).__name__} on batch {n} (counting from 0 since diagnose "
-                            f"started): {exc}. Fix the loader, or pass warmup + batches <= {n} "
-                            f"to diagnose the batches before it") from exc
+            raise LoopError(
+                f"the loader raised {type(exc).__name__} on batch {n} (counting from 0 since diagnose "
+                f"started): {exc}. Fix the loader, or pass warmup + batches <= {n} "
+                f"to diagnose the batches before it"
+            ) from exc
         t1 = now()
         batch = _unwrap(item, n, run.tl)
         t2 = t1
@@ -219,8 +267,9 @@ def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int,
     return begin
 
 
-def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-           device: Any) -> float | None:
+def _pause(
+    run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: int, replay: int, device: Any
+) -> float | None:
     """After every `replay` live batches (once the cache is full), replay the step alone once; return when done."""
     done = n + 1 - warmup - replay  # live batches since the cache filled
     if len(run.cached) < replay or done < 0 or done % replay or n + 1 >= total:
@@ -230,16 +279,26 @@ def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: in
     return now()  # the next batch's time starts after the pass: the pause is not the loop's
 
 
-def _record(run: _Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any,
-            first: bool, copied: bool) -> None:
+def _record(
+    run: _Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any, first: bool, copied: bool
+) -> None:
     """Append batch `n`'s row (wait, copy, step, samples) and its timeline events."""
     t0, t1, t2, t3 = stamps
     run.tl.events += [timeline.Event(MAIN, "wait", n, t0, t1), timeline.Event(MAIN, "step", n, t2, t3)]
     if copied:
         run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
     wait_from = begin if first else t0  # an epoch's first wait runs from the last batch's end: iter() included
-    run.rows.append({"begin": begin, "end": t3, "wait": t1 - wait_from, "copy": t2 - t1, "step": t3 - t2,
-                     "samples": batch_size(batch), "first": first})
+    run.rows.append(
+        {
+            "begin": begin,
+            "end": t3,
+            "wait": t1 - wait_from,
+            "copy": t2 - t1,
+            "step": t3 - t2,
+            "samples": batch_size(batch),
+            "first": first,
+        }
+    )
 
 
 def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:
@@ -278,14 +337,25 @@ def _stop_workers(source: Iterable[Any], loader: Iterable[Any]) -> None:
 # ----------------------------------------------------------------------------------- the DataLoader copy
 def _instrumented(loader: Iterable[Any]) -> DataLoader | None:
     """Return a DataLoader like `loader` whose dataset and collate record the timeline, or None if not possible."""
-    if not isinstance(loader, DataLoader) or loader.batch_sampler is None or isinstance(loader.dataset, IterableDataset):
+    if (
+        not isinstance(loader, DataLoader)
+        or loader.batch_sampler is None
+        or isinstance(loader.dataset, IterableDataset)
+    ):
         return None
     data, collate = timeline.instrument(loader.dataset, loader.collate_fn)
-    kw: dict[str, Any] = dict(batch_sampler=loader.batch_sampler, num_workers=loader.num_workers, collate_fn=collate,
-                              pin_memory=loader.pin_memory, timeout=loader.timeout, generator=loader.generator,
-                              worker_init_fn=loader.worker_init_fn, persistent_workers=loader.persistent_workers,
-                              multiprocessing_context=loader.multiprocessing_context,
-                              pin_memory_device=loader.pin_memory_device)
+    kw: dict[str, Any] = dict(
+        batch_sampler=loader.batch_sampler,
+        num_workers=loader.num_workers,
+        collate_fn=collate,
+        pin_memory=loader.pin_memory,
+        timeout=loader.timeout,
+        generator=loader.generator,
+        worker_init_fn=loader.worker_init_fn,
+        persistent_workers=loader.persistent_workers,
+        multiprocessing_context=loader.multiprocessing_context,
+        pin_memory_device=loader.pin_memory_device,
+    )
     if loader.num_workers > 0:
         kw["prefetch_factor"] = loader.prefetch_factor
     if hasattr(loader, "in_order"):
@@ -336,20 +406,39 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
     stages = _stages(run.tl, warmup)
     step_ratio = float(window["step"].median()) / (replay_s / len(run.cached))
     busy = not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
-    figures = _figures(run, loader, stages, wall / len(window), replay_s / len(run.cached),
-                       float(window["wait"].sum()) / wall, replay_rate / rate, float(per_batch.median()), device)
+    figures = _figures(
+        run,
+        loader,
+        stages,
+        wall / len(window),
+        replay_s / len(run.cached),
+        float(window["wait"].sum()) / wall,
+        replay_rate / rate,
+        float(per_batch.median()),
+        device,
+    )
     return Diagnosis(
-        samples_per_s=rate, wait_share=float(window["wait"].sum()) / wall, step_share=float(window["step"].sum()) / wall,
-        copy_share=float(window["copy"].sum()) / wall, first_batch_s=float(rows["wait"].iloc[0]),
+        samples_per_s=rate,
+        wait_share=float(window["wait"].sum()) / wall,
+        step_share=float(window["step"].sum()) / wall,
+        copy_share=float(window["copy"].sum()) / wall,
+        first_batch_s=float(rows["wait"].iloc[0]),
         epoch_start_s=figures.epoch_start_s,
-        batch_p50_s=float(per_batch.median()), batch_p95_s=p95(per_batch.tolist()),
-        replay_samples_per_s=replay_rate, headspace=replay_rate / rate, live_over_replay_step=step_ratio,
+        batch_p50_s=float(per_batch.median()),
+        batch_p95_s=p95(per_batch.tolist()),
+        replay_samples_per_s=replay_rate,
+        headspace=replay_rate / rate,
+        live_over_replay_step=step_ratio,
         pss_mb=run.pss_mb,
-        stages_ms={k: v * 1e3 for k, v in stages.items()}, batches=len(rows) - warmup,
+        stages_ms={k: v * 1e3 for k, v in stages.items()},
+        batches=len(rows) - warmup,
         samples=int(rows["samples"].iloc[warmup:].sum()),
         verdict=BUSY if busy else advice.verdict(figures.wait_share, figures.headspace),
         recommendations=[] if busy else advice.recommend(figures),
-        figures=figures, timeline=run.tl, window_start=float(window["begin"].iloc[0] - run.tl.origin))
+        figures=figures,
+        timeline=run.tl,
+        window_start=float(window["begin"].iloc[0] - run.tl.origin),
+    )
 
 
 def _stages(tl: timeline.Timeline, warmup: int) -> dict[str, float]:
@@ -361,15 +450,32 @@ def _stages(tl: timeline.Timeline, warmup: int) -> dict[str, float]:
     return {s: float(per[s]) for s in order}
 
 
-def _figures(run: _Run, loader: Iterable[Any], stages: dict[str, float], batch_s: float, step_s: float,
-             wait_share: float, headspace: float, p50: float, device: Any) -> advice.Figures:
+def _figures(
+    run: _Run,
+    loader: Iterable[Any],
+    stages: dict[str, float],
+    batch_s: float,
+    step_s: float,
+    wait_share: float,
+    headspace: float,
+    p50: float,
+    device: Any,
+) -> advice.Figures:
     mean_size = float(np.mean([r["samples"] for r in run.rows]))
     load = stages.get("fetch", 0.0) + stages.get("collate", 0.0) if "fetch" in stages else None
-    f = advice.Figures(batch_s=batch_s, step_s=step_s, wait_share=wait_share, headspace=headspace,
-                       batch_size=mean_size, first_batch_s=run.rows[0]["wait"], p50_s=p50,
-                       epoch_start_s=median([r["wait"] for r in run.rows if r["first"]]), load_s=load,
-                       fetch_per_sample_s=stages["fetch"] / mean_size if "fetch" in stages else None,
-                       cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    f = advice.Figures(
+        batch_s=batch_s,
+        step_s=step_s,
+        wait_share=wait_share,
+        headspace=headspace,
+        batch_size=mean_size,
+        first_batch_s=run.rows[0]["wait"],
+        p50_s=p50,
+        epoch_start_s=median([r["wait"] for r in run.rows if r["first"]]),
+        load_s=load,
+        fetch_per_sample_s=stages["fetch"] / mean_size if "fetch" in stages else None,
+        cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1,
+    )
     if isinstance(loader, DataLoader):
         f.is_dataloader, f.num_workers, f.persistent_workers = True, loader.num_workers, loader.persistent_workers
         f.has_getitems = callable(getattr(loader.dataset, "__getitems__", None))

@@ -22,8 +22,9 @@ def draw(d: Diagnosis, title: str = "", until: float | None = None) -> Figure:
     """Return a figure: the timeline's lanes (up to `until` seconds) and per-batch time, live vs step alone."""
     df = d.timeline.frame()
     lanes = _lanes(df)
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(9, 0.45 * len(lanes) + 3.4),
-                                      gridspec_kw={"height_ratios": [max(len(lanes), 1), 1.6]})
+    fig, (top, bottom) = plt.subplots(
+        2, 1, figsize=(9, 0.45 * len(lanes) + 3.4), gridspec_kw={"height_ratios": [max(len(lanes), 1), 1.6]}
+    )
     _gantt(top, df if until is None else df[df.start < until], lanes, d.window_start)
     _bars(bottom, d)
     top.set_title(title or f"{d.verdict}: waits {d.wait_share:.0%}, headspace {d.headspace:.2g}x", fontsize=10)
@@ -38,8 +39,12 @@ def _lanes(df: pd.DataFrame) -> list[str]:
 def _gantt(ax: Axes, df: pd.DataFrame, lanes: list[str], window_start: float) -> None:
     for y, lane in enumerate(lanes):
         for stage, rows in df[df.lane == lane].groupby("stage"):
-            ax.broken_barh(list(zip(rows.start, rows.seconds)), (y - 0.35, 0.7),
-                           color=STAGE_COLORS.get(stage, "#999999"), label=stage)
+            ax.broken_barh(
+                list(zip(rows.start, rows.seconds)),
+                (y - 0.35, 0.7),
+                color=STAGE_COLORS.get(stage, "#999999"),
+                label=stage,
+            )
     ax.axvline(window_start, color="black", lw=0.8, ls="--", label="measured from here")
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()

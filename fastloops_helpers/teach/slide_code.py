@@ -25,17 +25,24 @@ def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
         batches = 0
         order = random.sample(dataset, k=len(dataset))
         for start in range(0, len(order), batch_size):
-            order[start:start + batch_size]
+            order[start : start + batch_size]
             batches += 1
         return batches
+
     return epoch
 
 
 def slide_dataloader(n: int, batch_size: int, num_workers: int) -> DataLoader:
     """Return the slide's DataLoader over `torch.arange(n)`; with workers, prefetch_factor=16 and persistent."""
     extra = dict(prefetch_factor=16, persistent_workers=True) if num_workers else {}
-    return DataLoader(torch.arange(n), batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                      pin_memory=torch.cuda.is_available(), **extra)
+    return DataLoader(
+        torch.arange(n),  # type: ignore[arg-type]  # as on the slide: a tensor is a map-style dataset (len, getitem)
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        pin_memory=torch.cuda.is_available(),
+        **extra,  # type: ignore[arg-type]  # mypy infers dict[str, int] for {int, bool}; kept as notebook 01 shows it
+    )
 
 
 def tf_data_pipeline(n: int, batch_size: int) -> Any:
@@ -45,8 +52,11 @@ def tf_data_pipeline(n: int, batch_size: int) -> Any:
     except ImportError:
         return None
     dataset = tf.data.Dataset.range(n)
-    return (dataset.shuffle(buffer_size=dataset.cardinality(), reshuffle_each_iteration=True)
-            .batch(batch_size).prefetch(tf.data.AUTOTUNE))
+    return (
+        dataset.shuffle(buffer_size=dataset.cardinality(), reshuffle_each_iteration=True)
+        .batch(batch_size)
+        .prefetch(tf.data.AUTOTUNE)
+    )
 
 
 def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
@@ -58,6 +68,7 @@ def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
         for _ in rng.permutation(dataset).reshape(-1, batch_size):
             batches += 1
         return batches
+
     return epoch
 
 
@@ -79,7 +90,7 @@ class FastDataloader:
     def __next__(self):
         if self.cursor >= len(self.data):
             raise StopIteration
-        batch = self.order[self.cursor:self.cursor + self.batch_size]
+        batch = self.order[self.cursor : self.cursor + self.batch_size]
         self.cursor += self.batch_size
         return self.data[batch]
 
@@ -107,5 +118,8 @@ def slide_xs(side: int = 224, seed: int = 0) -> dict[str, Any]:
     """
     g = torch.Generator().manual_seed(seed)
     rand = lambda *shape: torch.rand(*shape, generator=g)  # noqa: E731
-    return {"im": {"label": rand(1, side, side), "image": rand(3, side, side)},
-            "cim": rand(3, side, side), "pim": [rand(3, side, side), rand(3, side, side)]}
+    return {
+        "im": {"label": rand(1, side, side), "image": rand(3, side, side)},
+        "cim": rand(3, side, side),
+        "pim": [rand(3, side, side), rand(3, side, side)],
+    }

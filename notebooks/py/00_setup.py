@@ -106,13 +106,14 @@ def copier(nbytes: int, library: str = "torch") -> tuple[int, Callable[[], objec
         src, dst = torch.rand(n), torch.empty(n)
         return 2 * n * 4, lambda: dst.copy_(src)  # torch splits a large copy over its intra-op threads
     if library == "numpy":
-        src, dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
-        return 2 * n * 4, lambda: np.copyto(dst, src)  # numpy copies on one thread
+        np_src, np_dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
+        return 2 * n * 4, lambda: np.copyto(np_dst, np_src)  # numpy copies on one thread
     raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
 
 
-def copy_rates(nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None,
-               threads: int | None = None) -> dict[str, float]:
+def copy_rates(
+    nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None, threads: int | None = None
+) -> dict[str, float]:
     """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved."""
     made = {lib: copier(nbytes, lib) for lib in libraries}
     inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them

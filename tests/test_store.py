@@ -55,14 +55,20 @@ def test_the_profile_throttles(root):
 def test_the_server_listens_on_loopback_only(root):
     with store.serve(root, "unthrottled") as s:
         assert s.url("r").startswith("http://127.0.0.1:")
-        out = subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout if os.path.exists("/usr/bin/ss") else ""
+        out = (
+            subprocess.run(["ss", "-ltnp"], capture_output=True, text=True).stdout
+            if os.path.exists("/usr/bin/ss")
+            else ""
+        )
         assert f"0.0.0.0:{s.port}" not in out and f"*:{s.port}" not in out
 
 
 def test_the_server_stops_when_its_parent_dies(root, tmp_path):
     # the parent imports the module file alone (no torch), so the test costs well under a second
-    code = (f"import sys, time; sys.path.insert(0, {str(os.path.dirname(store.__file__))!r}); import store;"
-            f"s = store.serve({str(root)!r}, 'unthrottled'); print(s.process.pid, flush=True); time.sleep(60)")
+    code = (
+        f"import sys, time; sys.path.insert(0, {str(os.path.dirname(store.__file__))!r}); import store;"
+        f"s = store.serve({str(root)!r}, 'unthrottled'); print(s.process.pid, flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     parent.send_signal(signal.SIGKILL)  # a crashed kernel: no cleanup code runs

@@ -63,8 +63,9 @@ def ordered(labels: Sequence[int], layout: str, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).permutation(len(labels))
 
 
-def write_shards(samples: Sequence[tuple[bytes, int]], folder: str | Path, shards: int, layout: str,
-                 seed: int = 0) -> Shards:
+def write_shards(
+    samples: Sequence[tuple[bytes, int]], folder: str | Path, shards: int, layout: str, seed: int = 0
+) -> Shards:
     """Write `samples` as `shards` tar and Parquet shards in `layout` order; reuse a complete identical set."""
     if not 1 <= shards <= len(samples):
         raise ValueError(f"shards must be between 1 and the {len(samples)} samples, got {shards}")

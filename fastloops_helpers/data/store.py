@@ -42,12 +42,15 @@ class Profile:
     latency_s: float
 
 
-PROFILES = {p.name: p for p in (
-    Profile("local-nvme", 2e9, 2e9, 0.0001),
-    Profile("same-region", 100e6, 500e6, 0.020),
-    Profile("cross-region", 25e6, 25e6 * 64, 0.080),
-    Profile("unthrottled", float("inf"), float("inf"), 0.0),
-)}
+PROFILES = {
+    p.name: p
+    for p in (
+        Profile("local-nvme", 2e9, 2e9, 0.0001),
+        Profile("same-region", 100e6, 500e6, 0.020),
+        Profile("cross-region", 25e6, 25e6 * 64, 0.080),
+        Profile("unthrottled", float("inf"), float("inf"), 0.0),
+    )
+}
 
 
 def profile(name: str) -> Profile:
@@ -146,8 +149,8 @@ class Handler(BaseHTTPRequestHandler):
                 data = f.read(min(CHUNK, left))
                 connection.take(len(data))
                 self.server.total.take(len(data))
+                self.server.add(reader, len(data))  # before the write: a reader that has its bytes sees them counted
                 self.wfile.write(data)
-                self.server.add(reader, len(data))
                 left -= len(data)
 
 
@@ -160,7 +163,8 @@ class Server(ThreadingHTTPServer):
         super().__init__((HOST, 0), Handler)
         self.root, self.profile = root, prof
         self.total = Bucket(prof.total_bytes_s)
-        self._lock, self._bytes, self._requests = threading.Lock(), {}, {}
+        self._lock = threading.Lock()
+        self._bytes: dict[str, int] = {}
 
     def add(self, reader: str, n: int) -> None:
         """Count `n` bytes sent to `reader`."""
@@ -171,6 +175,11 @@ class Server(ThreadingHTTPServer):
         """Return the bytes sent per reader so far."""
         with self._lock:
             return dict(self._bytes)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet when a reader hangs up mid-answer (it stopped early); print anything else."""
+        if not isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            super().handle_error(request, client_address)
 
 
 def _exit_with_parent(parent: int) -> None:
@@ -200,8 +209,9 @@ class Store:
         if not self.root.is_dir():
             raise FileNotFoundError(f"store root {self.root} is not a folder: write the shards first")
         # run as a file, not `-m`: importing the package would import torch, seconds of start-up for nothing
-        self.process = subprocess.Popen([sys.executable, __file__, str(self.root), "--profile", profile_name],
-                                        stdout=subprocess.PIPE, text=True)
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, str(self.root), "--profile", profile_name], stdout=subprocess.PIPE, text=True
+        )
         line = self.process.stdout.readline() if self.process.stdout else ""
         if not line.strip().isdigit():
             self.stop()

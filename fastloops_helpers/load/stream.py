@@ -4,9 +4,15 @@
   then yield a random one and put the next in its place); `size=0` passes samples through in order.
 - `split_shards(urls, rank, world_size)`: whole shards per rank, every sample exactly once when the shard count
   divides by the world size (and an error saying what to do when it does not).
-- `parquet_samples(urls, ...)`: pyarrow over HTTP range requests, `ahead` shards fetched in background threads
+- `ParquetStream(urls, ...)`: one GET per shard parsed by pyarrow, `ahead` shards fetched in background threads
   so their latency overlaps the reading; its position can be saved and resumed (`ParquetStream.state_dict`).
-- `tar_samples(urls, ...)`: WebDataset over curl, with bounded retries (no skip mode: it cannot count losses).
+- `tar_samples(urls, ...)`: WebDataset over curl, with bounded retries (no skip mode: it cannot count losses);
+  `TarStream` makes it a source a loop can read once per epoch.
+- `HFStream(urls, ...)`: Hugging Face `datasets` streaming the Parquet shards over HTTP (resumable, splittable by
+  node, with its own skip mode whose losses are counted here).
+- `shard_order`, `interleave`, `shuffled`: the epoch's shard order, several shards read at once, the buffer.
+- `Batches(samples, batch_size, px, threads)`: batches of decoded images (or of raw bytes, `decode=False`), with
+  optional timeline hooks (`Recorder`) because a stream has no `__getitem__` for the timeline to wrap.
 
 Every sample is a dict with `key`, `cls` and `jpg` (bytes). A shard that is missing, cut short, or whose server
 went away raises `ShardError` naming the shard and its URL; with `skip=True` the reader goes on and counts the
@@ -19,14 +25,25 @@ Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 
 from __future__ import annotations
 
+import io
+import os
 import random
-from collections.abc import Iterable, Iterator, Sequence
+import re
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from itertools import islice
 from typing import Any
+
+import numpy as np
+import torch
 
 from ..extras import require
 
 Sample = dict[str, Any]
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy: the store is on loopback
 
 
 class ShardError(RuntimeError):
@@ -49,7 +66,8 @@ class ShuffleBuffer:
         if self.size == 0:
             yield from self.samples
             return
-        rng, buf = random.Random(f"{self.seed}-{self.epoch}"), []
+        rng = random.Random(f"{self.seed}-{self.epoch}")
+        buf: list[Sample] = []
         for sample in self.samples:
             if len(buf) < self.size:
                 buf.append(sample)
@@ -66,8 +84,10 @@ def split_shards(urls: Sequence[str], rank: int, world_size: int) -> list[str]:
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
     if len(urls) % world_size:
-        raise ValueError(f"{len(urls)} shards do not split evenly over {world_size} ranks: ranks would read "
-                         f"different numbers of samples; write a multiple of {world_size} shards")
+        raise ValueError(
+            f"{len(urls)} shards do not split evenly over {world_size} ranks: ranks would read "
+            f"different numbers of samples; write a multiple of {world_size} shards"
+        )
     return list(urls[rank::world_size])
 
 
@@ -82,12 +102,14 @@ class ParquetStream:
     expected: samples per shard (from the manifest), to count what a skipped shard lost.
     """
 
-    def __init__(self, urls: Sequence[str], ahead: int = 2, skip: bool = False,
-                 expected: Sequence[int] | None = None) -> None:
+    def __init__(
+        self, urls: Sequence[str], ahead: int = 2, skip: bool = False, expected: Sequence[int] | None = None
+    ) -> None:
         self.urls, self.ahead, self.skip = list(urls), ahead, skip
         self.expected = list(expected) if expected is not None else None
         self.position = (0, 0)  # (shard, sample) of the next sample to yield
         self.lost = 0
+        self.fetch: Callable[[str], dict[str, list[Any]]] = fetch_parquet  # a timeline may wrap it
 
     def state_dict(self) -> dict[str, int]:
         """Return where the stream stands: enough to resume exactly after the last yielded sample."""
@@ -100,17 +122,18 @@ class ParquetStream:
     def __iter__(self) -> Iterator[Sample]:
         first_shard, first_sample = self.position
         with ThreadPoolExecutor(max(self.ahead, 1)) as pool:
-            pending = [pool.submit(fetch_parquet, u) for u in self.urls[first_shard:first_shard + self.ahead + 1]]
+            pending = [pool.submit(self.fetch, u) for u in self.urls[first_shard : first_shard + self.ahead + 1]]
             for index in range(first_shard, len(self.urls)):
                 table = self._result(pending.pop(0), index)
                 nxt = index + self.ahead + 1
                 if nxt < len(self.urls):
-                    pending.append(pool.submit(fetch_parquet, self.urls[nxt]))
+                    pending.append(pool.submit(self.fetch, self.urls[nxt]))
                 start = first_sample if index == first_shard else 0
                 for row in range(start, len(table["key"])):
                     self.position = (index, row + 1)
                     yield {"key": table["key"][row], "jpg": table["jpg"][row], "cls": table["cls"][row]}
                 self.position = (index + 1, 0)
+        self.position = (0, 0)  # a whole epoch read: the next iteration is a new epoch
 
     def _result(self, future: Future, index: int) -> dict[str, list[Any]]:
         try:
@@ -123,16 +146,29 @@ class ParquetStream:
 
 
 def fetch_parquet(url: str) -> dict[str, list[Any]]:
-    """Return one Parquet shard's columns as lists, read over HTTP; `ShardError` names the URL on failure."""
-    fsspec, pq = require("fsspec", "stream"), require("pyarrow.parquet", "stream")
+    """Return one Parquet shard's columns as lists: one GET for the whole object, parsed in memory.
+
+    One request pays the store's latency once; pyarrow over a file-like object would pay it per range request
+    (the size, the footer, the row groups). `ShardError` names the URL on any failure.
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     try:
-        with fsspec.filesystem("http").open(url, "rb", block_size=8 * 2**20) as f:
-            return pq.read_table(f, columns=["key", "jpg", "cls"]).to_pydict()
-    except FileNotFoundError as exc:
-        raise ShardError(f"shard {url} is missing from the store (listed in the shard list, not served)") from exc
-    except Exception as exc:  # pyarrow, fsspec and aiohttp raise many kinds; the URL is what the user needs
-        raise ShardError(f"shard {url} could not be read ({type(exc).__name__}: {exc}); "
-                         "is the shard complete and the store running?") from exc
+        with DIRECT.open(url, timeout=30) as answer:
+            data = answer.read()
+    except urllib.error.HTTPError as exc:
+        if exc.code == 404:
+            raise ShardError(f"shard {url} is missing from the store (listed in the shard list, not served)") from exc
+        raise ShardError(f"shard {url} could not be read (HTTP {exc.code}: {exc.reason})") from exc
+    except Exception as exc:  # refused, reset, cut short: the URL is what the user needs
+        raise ShardError(f"shard {url} could not be read ({type(exc).__name__}: {exc}); is the store running?") from exc
+    try:
+        return pq.read_table(pa.BufferReader(data), columns=["key", "jpg", "cls"]).to_pydict()
+    except Exception as exc:  # pyarrow raises many kinds for a cut or corrupt file
+        raise ShardError(
+            f"shard {url} could not be read ({type(exc).__name__}: {exc}); is the shard complete?"
+        ) from exc
 
 
 def tar_samples(urls: Sequence[str], retries: int = 2, expected: Sequence[int] | None = None) -> Iterator[Sample]:
@@ -159,3 +195,238 @@ def tar_samples(urls: Sequence[str], retries: int = 2, expected: Sequence[int] |
     for url, count, want in zip(urls, seen.values(), expected or []):
         if count != want:
             raise ShardError(f"shard {url} held {count} samples, the manifest says {want} (cut short?)")
+
+
+class TarStream:
+    """WebDataset tar shards as a source a loop reads once per epoch (each pass fetches the shards again)."""
+
+    def __init__(self, urls: Sequence[str], retries: int = 2, expected: Sequence[int] | None = None) -> None:
+        self.urls, self.retries, self.expected = list(urls), retries, expected
+
+    def __iter__(self) -> Iterator[Sample]:
+        return tar_samples(self.urls, self.retries, self.expected)
+
+
+def hf_dataset(urls: Sequence[str], skip: bool = False) -> Any:
+    """Return `datasets`' streaming IterableDataset over Parquet shards at `urls` (offline: loopback URLs only)."""
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # no Hub look-ups: the shards are all it reads
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    datasets = require("datasets", "stream")
+
+    if datasets.logging.get_verbosity() < datasets.logging.ERROR:
+        datasets.logging.set_verbosity_error()
+    datasets.disable_progress_bars()
+    try:
+        return datasets.load_dataset(
+            "parquet",
+            data_files={"train": list(urls)},
+            split="train",
+            streaming=True,
+            on_bad_files="skip" if skip else "error",
+        )
+    except FileNotFoundError as exc:
+        raise ShardError(f"shard {_url_in(exc, urls) or '?'} is missing from the store ({exc})") from exc
+
+
+class HFStream:
+    """Parquet shards streamed by Hugging Face `datasets` over HTTP; errors name the shard's URL.
+
+    Parameters
+    ----------
+    urls: the shards, in reading order.
+    expected: samples per shard (from the manifest): a shard that yields fewer raises `ShardError`, or with
+        `skip` is counted in `lost` (`datasets` itself skips bad files silently with on_bad_files="skip").
+    rank, world_size: `datasets.distributed.split_dataset_by_node`: whole shards per rank when the shard count
+        divides by the world size, else every rank reads every shard and keeps one sample in `world_size`.
+    """
+
+    def __init__(
+        self,
+        urls: Sequence[str],
+        expected: Sequence[int] | None = None,
+        skip: bool = False,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> None:
+        self.urls, self.skip, self.lost, self.resumed = list(urls), skip, 0, False
+        self.expected = list(expected) if expected is not None else None
+        self.dataset = hf_dataset(self.urls, skip)
+        if world_size > 1:
+            from datasets.distributed import split_dataset_by_node
+
+            self.dataset = split_dataset_by_node(self.dataset, rank=rank, world_size=world_size)
+        self.whole = world_size == 1
+
+    def for_rank(self, rank: int, world_size: int) -> HFStream:
+        """Return rank `rank`'s share of this stream (`split_dataset_by_node`), without `load_dataset` again."""
+        from datasets.distributed import split_dataset_by_node
+
+        share = object.__new__(HFStream)
+        share.__dict__.update(self.__dict__, lost=0, whole=world_size == 1)
+        share.dataset = split_dataset_by_node(self.dataset, rank=rank, world_size=world_size)
+        return share
+
+    def state_dict(self) -> dict[str, Any]:
+        """Return `datasets`' own record of the position (shard and sample within it)."""
+        return self.dataset.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from a `state_dict()`: the next iteration starts after the last sample yielded."""
+        self.dataset.load_state_dict(state)
+        self.resumed = True
+
+    def __iter__(self) -> Iterator[Sample]:
+        count = 0
+        try:
+            for row in self.dataset:
+                count += 1
+                yield {"key": row["key"], "jpg": row["jpg"], "cls": row["cls"]}
+        except Exception as exc:  # fsspec, aiohttp and pyarrow errors: name the shard it stopped in
+            raise ShardError(
+                f"shard {self._culprit(exc, count)} could not be read ({type(exc).__name__}: "
+                f"{exc}); is the shard complete and the store running?"
+            ) from exc
+        if self.expected is not None and self.whole and not self.resumed and count != sum(self.expected):
+            if not self.skip:
+                raise ShardError(
+                    f"the shards held {count} samples, the manifest says {sum(self.expected)}: "
+                    f"shard {self._culprit(None, count)} is short"
+                )
+            self.lost += sum(self.expected) - count
+
+    def _culprit(self, exc: BaseException | None, count: int) -> str:
+        """Return the failing shard's URL: from the error if it names one, else from the counts read so far."""
+        found = _url_in(exc, self.urls) if exc is not None else None
+        if found or self.expected is None or not self.whole:
+            return found or "?"
+        done = np.searchsorted(np.cumsum(self.expected), count, side="right")
+        return self.urls[min(int(done), len(self.urls) - 1)]
+
+
+def _url_in(exc: BaseException | None, urls: Sequence[str]) -> str | None:
+    """Return the first of `urls` named in `exc` or the errors it came from."""
+    while exc is not None:
+        for url in re.findall(r"https?://[^\s'\"]+", str(exc)):
+            if url in urls:
+                return url
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def shard_order(shards: int, seed: int, epoch: int) -> list[int]:
+    """Return the epoch's order of shard indices: one seeded shuffle, the same on every rank."""
+    return random.Random(f"shards-{seed}-{epoch}").sample(range(shards), shards)
+
+
+def interleave(streams: Sequence[Iterable[Sample]], at_once: int) -> Iterator[Sample]:
+    """Read `at_once` streams (shards) at a time, one sample from each in turn; open the next when one ends."""
+    waiting = iter(streams)
+    open_: list[Iterator[Sample]] = []
+    while True:
+        while len(open_) < at_once and (nxt := next(waiting, None)) is not None:
+            open_.append(iter(nxt))
+        if not open_:
+            return
+        for it in list(open_):
+            sample = next(it, None)
+            if sample is None:
+                open_.remove(it)
+            else:
+                yield sample
+
+
+def shuffled(
+    shards: Sequence[Iterable[Sample]], buffer: int, at_once: int = 1, seed: int = 0, epoch: int = 0
+) -> ShuffleBuffer:
+    """Return an epoch of `shards`: shard order shuffled, `at_once` shards interleaved, a `buffer`-sample shuffle."""
+    order = shard_order(len(shards), seed, epoch)
+    mixed = ShuffleBuffer(interleave([shards[i] for i in order], at_once), buffer, seed)
+    mixed.set_epoch(epoch)
+    return mixed
+
+
+def decode_jpeg(data: bytes, px: int) -> np.ndarray:
+    """Decode JPEG bytes to a px x px RGB uint8 array (HWC): DCT-scaled decode (draft), then a resize."""
+    from PIL import Image
+
+    with Image.open(io.BytesIO(data)) as img:
+        img.draft("RGB", (px, px))  # libjpeg decodes at 1/2, 1/4 or 1/8 scale when that is still >= px
+        return np.array(img.convert("RGB").resize((px, px), Image.Resampling.BILINEAR))
+
+
+class Recorder:
+    """Timeline hooks for a stream: events from any thread, handed to the batch that follows them."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, float, float]] = []
+        self.lock = threading.Lock()
+
+    def add(self, lane: str, stage: str, start: float, end: float) -> None:
+        """Record one event."""
+        with self.lock:
+            self.events.append((lane, stage, start, end))
+
+    def take(self) -> list[tuple[str, str, float, float]]:
+        """Return the events recorded since the last call."""
+        with self.lock:
+            events, self.events = self.events, []
+        return events
+
+    def timed(self, fn: Callable[[str], Any], stage: str = "fetch") -> Callable[[str], Any]:
+        """Wrap `fn` (e.g. a shard fetch) so each call is an event on its thread's lane."""
+        from ..measure.clock import now
+
+        def call(arg: str) -> Any:
+            start = now()
+            try:
+                return fn(arg)
+            finally:
+                self.add(
+                    threading.current_thread().name.replace("ThreadPoolExecutor-", "fetch thread "), stage, start, now()
+                )
+
+        return call
+
+
+class Batches:
+    """Batches of a sample source: (uint8 images N x 3 x px x px, labels), the JPEGs decoded on `threads` threads.
+
+    `decode=False` yields (JPEG bytes per sample, labels): the reading alone. `limit` stops after that many
+    samples. With a `recorder`, each batch comes as a `timeline.TimedBatch` carrying the events since the last.
+    Explained in notebooks/16_when_data_no_longer_fits.ipynb.
+    """
+
+    def __init__(
+        self,
+        samples: Iterable[Sample],
+        batch_size: int,
+        px: int,
+        threads: int = 1,
+        decode: bool = True,
+        limit: int | None = None,
+        recorder: Recorder | None = None,
+    ) -> None:
+        self.samples, self.batch_size, self.px, self.threads = samples, batch_size, px, threads
+        self.decode, self.limit, self.recorder = decode, limit, recorder
+
+    def __iter__(self) -> Iterator[Any]:
+        it = iter(self.samples) if self.limit is None else islice(self.samples, self.limit)
+        with ThreadPoolExecutor(self.threads, thread_name_prefix="decode") as pool:
+            while chunk := list(islice(it, self.batch_size)):
+                yield self._batch(chunk, pool)
+
+    def _batch(self, chunk: list[Sample], pool: ThreadPoolExecutor) -> Any:
+        from ..measure.clock import now
+
+        start = now()
+        labels = torch.tensor([int(s["cls"]) for s in chunk])
+        if self.decode:
+            images = list(pool.map(lambda s: decode_jpeg(s["jpg"], self.px), chunk))
+            data = (torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2), labels)
+        else:
+            data = (torch.tensor([len(s["jpg"]) for s in chunk]), labels)
+        if self.recorder is None:
+            return data
+        from ..measure.timeline import TimedBatch
+
+        return TimedBatch(data, self.recorder.take() + [("main: decode", "collate", start, now())])

@@ -17,6 +17,8 @@ DEFAULT_SCALE = "workshop"
 # One table of named sizes: name -> (smoke, workshop, full).
 # smoke: CI, every notebook under a minute on 2 cores; workshop: a few minutes on a laptop;
 # full: the seeds' own sizes. Notebooks and benchmarks read these through `size(name)`.
+# The table is aligned by hand (columns, trailing comments): the formatter leaves it alone.
+# fmt: off
 SIZES: dict[str, tuple[Any, Any, Any]] = {
     # measurement
     "repeat": (3, 7, 15),                          # timed repeats after warm-up
@@ -27,7 +29,9 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "loops.samples": (30_000, 300_000, 300_000),   # dataset length
     "loops.batch_size": (300, 300, 300),           # the slide's batch size
     "loops.worker_epochs": (1, 2, 1000),           # epochs for the slow loops (DataLoader per sample, tf.data)
-    "getitem.batch_sizes": ((1, 10, 100, 1000), (1, 3, 10, 30, 100, 300, 1000, 3000), (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)),  # notebook 02 sweep
+    # notebook 02's sweep of batch sizes
+    "getitem.batch_sizes": ((1, 10, 100, 1000), (1, 3, 10, 30, 100, 300, 1000, 3000),
+                            (1, 3, 10, 30, 100, 300, 1000, 3000, 10000)),
     "getitem.features": (93, 93, 93),              # row width of the float matrix (Otto's 93 features)
     "getitem.rows": (10_000, 60_000, 300_000),     # rows in notebook 02's DataLoader comparison (per-sample is slow)
     "getitem.samples": (2_000, 20_000, 100_000),   # samples fetched per timed repeat of the sweep (more: steadier)
@@ -38,7 +42,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     # notebooks 10 (FFCV on Otto) and 11 (FFCV on CIFAR-10), benchmarks `otto` and `cifar` (seed 003)
     "otto.rows": (8_000, 61_878, 61_878),          # rows of the (synthetic) train.csv; the real one has 61,878
     "otto.batch_size": (1024, 1024, 1024),         # the seed's batch size
-    "otto.epochs": (2, 6, 10),                     # timed epochs per loader, after one warm-up epoch
+    "otto.epochs": (6, 6, 10),                     # timed rounds (one epoch per loader), after one warm-up epoch
     "otto.train_epochs": (2, 6, 20),               # epochs of the short training run per loader
     "otto.seed_rows": (4_096, 39_601, 39_601),     # seed 003's protocol: its X_num_train.npy has 39,601 rows
     "otto.seed_batch_size": (128, 1024, 1024),     # its batch; smoke keeps more than its 11 skipped batches per epoch
@@ -46,21 +50,23 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "cifar.train": (1_280, 6_400, 50_000),         # training images (CIFAR-10 has 50,000)
     "cifar.test": (256, 1_000, 10_000),            # test images (CIFAR-10 has 10,000)
     "cifar.batch_size": (128, 128, 128),           # the seed's batch size
-    "cifar.steps": (3, 8, 100),                    # timed full training steps per loader (the model is slow)
-    "cifar.epochs": (3, 9, 9),                     # load-only rounds (one epoch of each loader), after a warm-up
+    "cifar.steps": (6, 8, 100),                    # timed full training steps per loader (the model is slow)
+    "cifar.epochs": (6, 9, 9),                     # load-only rounds (one epoch of each loader), after a warm-up
     "cifar.wrn": ((10, 1), (16, 2), (28, 10)),     # WideResNet (depth, widen_factor): WRN-28-10 only at full
     # notebook 09 (precompute + memmap): the synthetic ants/bees ImageFolder and its benchmark
     "imagefolder.train": (32, 244, 244),           # train JPEGs (the tutorial's subset has 244)
     "imagefolder.val": (24, 153, 153),             # val JPEGs (the tutorial's subset has 153)
     "imagefolder.px": (320, 500, 500),             # typical longer side; smaller decodes faster
     "imagefolder.batch_size": (8, 32, 32),         # larger batches amortise per-batch overhead
-    "imagefolder.repeat": (1, 3, 5),               # timed epochs per configuration (decoding is slow)
+    "imagefolder.repeat": (1, 2, 5),               # timed epochs per configuration in the sweep (decoding is slow)
+    "imagefolder.rounds": (6, 6, 12),              # rounds of the best memmap and best DataLoader loaders (ratios)
     "imagefolder.workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # num_workers swept per pipeline
     "imagefolder.memory_images": (256, 2048, 8192),  # 256 x 256 images in the resident-memory demo (192 KiB each)
     # notebooks 07 (DataLoader anatomy) and 08 (read and decode), benchmark `workers`
     "anatomy.px": (64, 128, 224),                  # decoded images are resized to px x px before collate
     "anatomy.batch_size": (8, 16, 32),             # images per batch in the loader experiments
     "anatomy.step_ms": (10, 60, 60),               # stand-in GPU step per batch (the CPU is free meanwhile)
+    "anatomy.ladder_rounds": (3, 6, 10),           # rounds of the num_workers ladder (one epoch of each per round)
     "anatomy.memory_mb": (16, 128, 512),           # dataset size in the worker-memory experiment
     "anatomy.memory_workers": ((0, 2), (0, 1, 2, 4), (0, 1, 2, 4, 8)),  # worker counts for it
     "readdecode.file_mb": (64, 512, 2048),         # data file for the page-cache vs cold read
@@ -70,7 +76,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "diagnose.warmup": (2, 3, 5),                  # batches run first and left out (worker start, caches)
     "diagnose.replay": (4, 8, 16),                 # cached batches replayed through the step alone (headspace)
     # notebook 12 (DDP with torchrun): the Otto MLP trained by 2 processes
-    "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; smoke's odd train split shows DistributedSampler's padding
+    "ddp.rows": (4_001, 61_878, 61_878),           # Otto rows; smoke's odd split shows DistributedSampler's padding
     "ddp.epochs": (2, 4, 20),                      # epochs per run (each run also starts 2 processes)
     "ddp.batch_size": (256, 512, 512),             # per rank: the global batch is this x world size (1024 = the seed's)
     "ddp.world_size": (2, 2, 2),                   # processes (ranks); gloo on the CPU, nccl on GPUs
@@ -82,19 +88,34 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "shuffle.group_sizes": ((8, 64, 512), (16, 128, 1024, 4096), (16, 128, 1024, 8192)),  # speed-vs-quality sweep
     "shuffle.quality_n": (4_000, 30_000, 60_000),  # samples of the class-sorted data set (10 classes)
     "shuffle.train_epochs": (2, 3, 5),             # epochs of the short training run per order
-    "fusion.sizes": ((2**10, 2**16, 2**20), (2**10, 2**14, 2**18, 2**22, 2**24), (2**10, 2**14, 2**18, 2**22, 2**26)),  # elements
+    "fusion.sizes": ((2**10, 2**16, 2**20), (2**10, 2**14, 2**18, 2**22, 2**24),
+                     (2**10, 2**14, 2**18, 2**22, 2**26)),  # elements per tensor
     "devices.rounds": (5, 15, 30),                 # interleaved timing rounds per method (medians over rounds)
     "devices.block_ms": (2, 10, 20),               # calls per round are chosen to fill about this many ms
-    # interleaved rounds of the benchmarks whose ratios targets check (issue 11): more rounds, steadier medians
+    # interleaved rounds of the benchmarks whose ratios targets check: more rounds, steadier medians
     "loops.rounds": (5, 21, 1000),                 # rounds of the vectorised loops (numpy, helpers, ...): ms each
+    "loops.pair_rounds": (9, 9, 1000),             # DataLoader (no workers) vs helpers: 9+ leave outliers out
     "gather.rounds": (3, 15, 30),                  # rounds of the gather primitives and the helpers' loader
     "threads.batch_size": (8, 32, 32),             # images per batch in notebook 14's pipelines
-    "threads.epochs": (1, 2, 3),                   # timed epochs per pipeline (after one warm-up epoch)
+    "threads.epochs": (1, 1, 3),                   # timed epochs per pipeline in the sweep (after one warm-up epoch)
     "threads.threads_per_core": (2, 2, 2),         # threads per core of the thread pipelines (I/O overlaps decode)
     "threads.limit_images": (8, 64, 244),          # images timed on one thread for the physical limit
-    "threads.limit_rounds": (2, 5, 5),             # turns of that thread and a ThreadLoader epoch (the ratio)
+    "threads.rounds": (6, 6, 12),                  # rounds of ThreadLoader, best DataLoader, SPDL, one thread (ratios)
     "threads.gil_images": (8, 32, 64),             # JPEGs decoded for each decoder's 2-thread speedup
+    # notebook 16 (when the data no longer fits): shards streamed from a loopback store, benchmark `streaming`
+    "stream.images": (320, 4_000, 40_000),         # ~40 KB synthetic JPEGs (10 classes), sharded in two layouts
+    "stream.shards": (8, 64, 640),                 # shards per layout: ~2.5 MB each at workshop
+    "stream.batch_size": (32, 64, 64),             # images per batch
+    "stream.px": (64, 64, 96),                     # decoded side (the memmap stores px x px pixels)
+    "stream.decode_threads": (2, 2, 8),            # threads decoding each batch's JPEGs
+    "stream.decode_images": (96, 768, 8_192),      # images each decoding pass takes per reader and round
+    "stream.rounds": (3, 6, 15),                   # interleaved rounds (6+ gives a 95 % interval of the median)
+    "stream.ahead": (4, 8, 8),                     # Parquet shards fetched ahead: requests in flight - 1
+    "stream.small_buffer": (32, 64, 64),           # the small shuffle buffer: one batch
+    "stream.large_buffer": (256, 1_000, 10_000),   # the large one: a quarter of the workshop data set
+    "stream.diagnose_batches": (6, 16, 40),        # batches diagnose measures on the stream-fed training step
 }
+# fmt: on
 
 
 def scale(value: str | None = None) -> str:
@@ -103,8 +124,7 @@ def scale(value: str | None = None) -> str:
     name = name.strip().lower()
     if name not in SCALES:
         raise ValueError(
-            f"unknown scale {name!r}: use one of {', '.join(SCALES)} "
-            f"(set FASTLOOPS_SCALE or pass --scale)"
+            f"unknown scale {name!r}: use one of {', '.join(SCALES)} (set FASTLOOPS_SCALE or pass --scale)"
         )
     return name
 
@@ -118,7 +138,7 @@ def size(name: str, scale_name: str | None = None) -> Any:
 
 def sizes(prefix: str, scale_name: str | None = None) -> dict[str, Any]:
     """Return every size whose name starts with `prefix.`, keyed by the rest of the name."""
-    return {k[len(prefix) + 1:]: size(k, scale_name) for k in SIZES if k.startswith(prefix + ".")}
+    return {k[len(prefix) + 1 :]: size(k, scale_name) for k in SIZES if k.startswith(prefix + ".")}
 
 
 def device(value: str | None = None) -> torch.device:
@@ -160,8 +180,10 @@ def _folder(env: str, default: str) -> Path:
 
 def describe() -> str:
     """Return one line naming the scale, the device and how to change them."""
-    return (f"scale={scale()} (FASTLOOPS_SCALE: {'|'.join(SCALES)}), device={device()} "
-            f"(FASTLOOPS_DEVICE), data={rel(data_dir())}, results={rel(results_dir())}")
+    return (
+        f"scale={scale()} (FASTLOOPS_SCALE: {'|'.join(SCALES)}), device={device()} "
+        f"(FASTLOOPS_DEVICE), data={rel(data_dir())}, results={rel(results_dir())}"
+    )
 
 
 def rel(path: str | Path) -> str:
@@ -171,8 +193,11 @@ def rel(path: str | Path) -> str:
     """
     path = Path(path).expanduser().absolute()
     anchors = [(project_root().absolute(), "")]
-    anchors += [(Path(os.environ[env]).expanduser().absolute(), f"${env}")
-                for env in ("FASTLOOPS_DATA", "FASTLOOPS_RESULTS") if os.environ.get(env)]
+    anchors += [
+        (Path(os.environ[env]).expanduser().absolute(), f"${env}")
+        for env in ("FASTLOOPS_DATA", "FASTLOOPS_RESULTS")
+        if os.environ.get(env)
+    ]
     anchors.append((Path.home().absolute(), "~"))
     for root, label in anchors:
         if path == root or root in path.parents:

@@ -66,19 +66,36 @@ def test_experiments_do_not_import_each_other(name):
 def test_measure_loops_gives_the_figures_notebook_01_prints():
     from fastloops_helpers.experiments import loops
 
-    result = loops.measure_loops(3000, 300, 1, rounds=2, slow_rounds=1, with_tf=False)
+    result, per_round = loops.measure_loops(3000, 300, 1, rounds=2, slow_rounds=1, pair_rounds=3, with_tf=False)
     names = {r["loop"] for r in result.rows}
-    assert names == set(loops.VECTORISED) | set(loops.SLOWER)
+    assert names == set(loops.VECTORISED) | set(loops.PER_SAMPLE) | set(loops.SLOWER)
     assert result.rows[0]["x_fastest"] == 1.0 and all(r["epochs"] >= 1 for r in result.rows)
     assert all(r["batches_per_epoch"] == 10 for r in result.rows)  # every loop cuts 3000 indices into 10 batches
     assert {"helpers_over_numpy", "dataloader_nw0_over_helpers", "dataloader_workers_over_numpy"} <= set(result.figures)
     assert result.knobs["tf_data"] is False and result.knobs["num_workers"] == 1
 
 
+def test_measure_loops_gives_per_round_ratios_and_their_intervals():
+    from fastloops_helpers import measure
+    from fastloops_helpers.experiments import loops
+
+    result, per_round = loops.measure_loops(3000, 300, 0, rounds=6, slow_rounds=1, pair_rounds=6, with_tf=False)
+    assert set(per_round) == set(loops.PER_ROUND)
+    assert len(per_round["dataloader_nw0_over_helpers"]) == 6  # the per-sample DataLoader, interleaved per round
+    assert len(per_round["helpers_over_numpy"]) >= 6  # until steady: 6 rounds, more while the interval is wide
+    for key, ratios in per_round.items():
+        low, high = measure.median_interval(ratios)
+        assert result.figures[key] == measure.median(ratios)
+        assert (result.figures[f"{key}_ci_low"], result.figures[f"{key}_ci_high"]) == (low, high) and low <= high
+    assert result.knobs["pair_rounds"] == 6 and result.knobs["rounds_taken"] >= 6
+    rows = {r["loop"]: r for r in result.rows}
+    assert rows["dataloader_nw0"]["epochs"] == 6 and rows["numpy"]["epochs"] == result.knobs["rounds_taken"]
+
+
 def test_measure_loops_takes_its_sizes_from_the_caller():
     from fastloops_helpers.experiments import loops
 
-    result = loops.measure_loops(600, 30, 0, rounds=1, slow_rounds=1, with_tf=False)
+    result, _ = loops.measure_loops(600, 30, 0, rounds=1, slow_rounds=1, pair_rounds=1, with_tf=False)
     assert "dataloader_workers" not in {r["loop"] for r in result.rows}  # no workers asked for: none timed
     assert {r["batches_per_epoch"] for r in result.rows} == {20}
     assert result.knobs | {"samples": 600, "batch_size": 30} == result.knobs
@@ -188,3 +205,23 @@ def test_run_takes_the_scale_and_nothing_else(name):
 
     module = importlib.import_module(f"fastloops_helpers.experiments.{name}")
     assert list(inspect.signature(module.run).parameters) == ["scale"]
+
+
+@pytest.mark.parametrize("name", ["otto", "cifar"])
+def test_the_ffcv_benchmarks_take_the_scale_and_read_the_table_only_in_run(name):
+    import ast
+    import importlib
+    import inspect
+
+    module = importlib.import_module(f"fastloops_helpers.experiments.{name}")
+    assert list(inspect.signature(module.run).parameters) == ["scale"]
+    readers = {
+        fn.name
+        for fn in ast.walk(ast.parse(inspect.getsource(module)))
+        if isinstance(fn, ast.FunctionDef)
+        and any(
+            isinstance(n, ast.Attribute) and n.attr in ("size", "sizes") and getattr(n.value, "id", "") == "config"
+            for n in ast.walk(fn)
+        )
+    }
+    assert readers == {"run"}

@@ -174,3 +174,70 @@ def test_wrn_factory_builds_fresh_equal_models_of_the_given_size():
     first, second = float(a(x, y)), float(a(x, y))
     assert np.isfinite(first) and first != second  # a's first step changed its weights
     assert float(b(x, y)) == pytest.approx(first)  # a fresh step: the same seed, weights and first loss
+
+
+class _Sleepy:
+    """A loader of `batches` batches of 8 whose every batch takes `seconds` to hand out."""
+
+    def __init__(self, batches, seconds):
+        self.batches, self.seconds = batches, seconds
+
+    def __iter__(self):
+        import time
+
+        for _ in range(self.batches):
+            time.sleep(self.seconds)
+            yield torch.zeros(8, 3), torch.zeros(8)
+
+
+def test_load_only_adds_rounds_for_the_headline_pair_only_within_the_budget():
+    from fastloops_helpers.experiments import cifar as exp
+
+    cpu = torch.device("cpu")
+    loaders = {"helpers": _Sleepy(2, 0.001), "FFCV": _Sleepy(2, 0.002), "DataLoader": _Sleepy(2, 0.004)}
+    _, plain = exp.load_only(loaders, 3, 8, cpu)  # budget 1: exactly the rounds asked for
+    assert [len(r) for r in plain.values()] == [3, 3, 3]
+    _, wide = exp.load_only(loaders, 6, 8, cpu, budget=3.0, halfwidth=1e-9)  # never narrow enough: budget spent
+    assert len({len(r) for r in wide.values()}) == 1 and len(wide["helpers"]) > 6  # every loader, same rounds
+    _, narrow = exp.load_only(loaders, 6, 8, cpu, budget=3.0, halfwidth=10.0)  # narrow at once: no extra round
+    assert [len(r) for r in narrow.values()] == [6, 6, 6]
+    _, no_ffcv = exp.load_only({"helpers": loaders["helpers"]}, 2, 8, cpu, budget=3.0, halfwidth=1e-9)
+    assert len(no_ffcv["helpers"]) == 2  # no FFCV here: no headline pair to add rounds for
+
+
+def test_figures_are_medians_of_per_round_ratios_saved_with_their_intervals():
+    import pandas as pd
+
+    from fastloops_helpers import measure
+    from fastloops_helpers.book import claims
+    from fastloops_helpers.experiments import cifar as exp
+
+    names = ["FFCV", "DataLoader", "helpers"]
+    load = pd.DataFrame({"mean": [0.002, 0.02, 0.001], "samples_per_s": [1e4, 1e3, 2e4]}, index=names)
+    step = pd.DataFrame({"median": [0.7, 0.8, 0.7], "mean": [0.7, 0.8, 0.7]}, index=names)
+    rates = {
+        "FFCV": [100.0, 110, 90, 100, 105, 95],
+        "DataLoader": [10.0] * 6,
+        "helpers": [120.0, 99, 130, 95, 110, 101],
+    }
+    steps = {"FFCV": [0.7] * 6, "DataLoader": [0.8, 0.7, 0.9, 0.8, 0.8, 0.7], "helpers": [0.7] * 6}
+    out = exp.figures({"load": load, "step": step, "wait": load, "rates": rates, "steps": steps})
+    helpers_over_ffcv = [h / f for h, f in zip(rates["helpers"], rates["FFCV"])]
+    assert {k: out[k] for k in measure.interval_figures("helpers_over_ffcv_load", [1])} == measure.interval_figures(
+        "helpers_over_ffcv_load", helpers_over_ffcv
+    )
+    assert out["helpers_over_ffcv_load_ci_low"] < 1 < out["helpers_over_ffcv_load_ci_high"]  # a tie, not "met"
+    target = next(t for t in claims.TARGETS if t.figure == "helpers_over_ffcv_load")
+    assert target.verdict(out) == claims.TIE
+    for key in ("ffcv_over_dataloader_load", "helpers_over_dataloader_load", "dataloader_step_over_ffcv_step"):
+        assert out[key + "_ci_low"] <= out[key] <= out[key + "_ci_high"], key
+    without_ffcv = exp.figures(
+        {
+            "load": load.drop("FFCV"),
+            "step": step.drop("FFCV"),
+            "wait": load.drop("FFCV"),
+            "rates": rates,
+            "steps": steps,
+        }
+    )
+    assert "helpers_over_ffcv_load" not in without_ffcv and "helpers_over_dataloader_load_ci_low" in without_ffcv

@@ -1,8 +1,7 @@
 import pytest
 
 from fastloops_helpers import measure
-from fastloops_helpers.book import runs
-from fastloops_helpers.book import claims
+from fastloops_helpers.book import claims, runs
 
 
 def test_every_claim_is_well_formed():
@@ -45,8 +44,9 @@ def test_statuses_for_gpu_published_and_unmeasured():
     assert claims.status("pinned_copy_speedup", 3.0, device="cuda:0") == claims.REPRODUCED
     assert claims.status("spdl_imagenet_faster_pct", None) == claims.PUBLISHED
     assert claims.status("slide_100_speedup", None) == claims.NOT_MEASURED
-    assert "not measured (JAX is not installed)" in claims.line("jax_device_put_moves_all", None,
-                                                                why="JAX is not installed")
+    assert "not measured (JAX is not installed)" in claims.line(
+        "jax_device_put_moves_all", None, why="JAX is not installed"
+    )
 
 
 def test_unknown_claim_names_the_registry():
@@ -63,14 +63,18 @@ def test_checklist_items_read_registered_notebooks():
 def docs(tmp_path, monkeypatch):
     monkeypatch.setenv("FASTLOOPS_DEVICE", "cpu")
     measure.save_results("02_getitem_cost", {"slide_100_speedup": 36.0}, path=tmp_path / "a.json")
-    measure.save_results("bench-loops", {"helpers_over_numpy": 1.4, "dataloader_nw0_over_helpers": 80.0},
-                         path=tmp_path / "b.json")
-    measure.save_results("01_the_question", {"helpers_over_numpy": 0.7, "dataloader_nw0_over_helpers": 50.0},
-                         path=tmp_path / "c.json")
-    measure.save_results("10_ffcv_otto", {"otto_dataloader_step_ms": 10.0, "otto_ffcv_step_ms": 1.0,
-                                          "otto_dataloader_step_over_ffcv_step": 10.0}, path=tmp_path / "d.json")
-    measure.save_results("07_dataloader_anatomy", {"ladder_img_per_s_0": 100.0, "ladder_img_per_s_2": 180.0},
-                         path=tmp_path / "e.json")
+    measure.save_results(
+        "bench-loops", {"helpers_over_numpy": 1.4, "dataloader_nw0_over_helpers": 80.0}, path=tmp_path / "b.json"
+    )
+    measure.save_results(
+        "01_the_question", {"helpers_over_numpy": 0.7, "dataloader_nw0_over_helpers": 50.0}, path=tmp_path / "c.json"
+    )
+    measure.save_results(
+        "10_ffcv_otto",
+        {"otto_dataloader_step_ms": 10.0, "otto_ffcv_step_ms": 1.0, "otto_dataloader_step_over_ffcv_step": 10.0},
+        path=tmp_path / "d.json",
+    )
+    measure.save_results("07_dataloader_anatomy", {"workers2_over_workers0": 1.8}, path=tmp_path / "e.json")
     return runs.load(tmp_path)
 
 
@@ -122,28 +126,35 @@ def test_results_saved_before_their_notebooks_latest_run_are_leftovers(tmp_path,
     measure.save_results("01_the_question", {"a": 1.0}, path=tmp_path / "a.json")
     measure.save_results("02_getitem_cost", {"b": 1.0}, path=tmp_path / "b.json")
     docs = runs.load(tmp_path)
-    times = {"smoke": {"started": {"01_the_question.ipynb": "2000-01-01T00:00:00+00:00",
-                                   "02_getitem_cost.ipynb": "2999-01-01T00:00:00+00:00"}},
-             "workshop": {"started": {"01_the_question.ipynb": "2999-01-01T00:00:00+00:00"}}}
+    times = {
+        "smoke": {
+            "started": {
+                "01_the_question.ipynb": "2000-01-01T00:00:00+00:00",
+                "02_getitem_cost.ipynb": "2999-01-01T00:00:00+00:00",
+            }
+        },
+        "workshop": {"started": {"01_the_question.ipynb": "2999-01-01T00:00:00+00:00"}},
+    }
     assert runs.stale(docs, times) == ["02_getitem_cost"]  # 01's smoke result is newer than its smoke run
 
 
 def test_per_round_ratios_are_judged_by_their_interval():
-    name = next(c.name for c in claims.CLAIMS
-                if c.at_least == 1.0 and c.at_most is None and not c.needs and "/" not in c.key)
+    name = next(
+        c.name for c in claims.CLAIMS if c.at_least == 1.0 and c.at_most is None and not c.needs and "/" not in c.key
+    )
     clear = [1.3, 1.25, 1.4, 1.35, 1.28, 1.33]
     assert claims.status(name, clear) == claims.REPRODUCED
     assert claims.status(name, [0.7, 0.8, 0.75, 0.72, 0.78, 0.74]) == claims.NOT_REPRODUCED
     close = [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98]
     assert claims.status(name, close) == claims.TIE
     assert claims.holds(name, close)  # the median alone would have said "reproduced"
-    saved = claims.interval_figures(claims.get(name).key, close)
+    saved = measure.interval_figures(claims.get(name).key, close)
     assert claims.status(name, saved) == claims.TIE and "95 % interval" in claims.line(name, saved)
 
 
 def test_a_benchmark_target_with_a_saved_interval_can_be_a_tie():
     target = claims.Target("bench-x", "speed", at_least=1.0)
     assert target.verdict({"speed": 1.02}) == "met"  # no interval saved: the plain threshold
-    assert target.verdict(claims.interval_figures("speed", [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98])) == claims.TIE
-    assert target.verdict(claims.interval_figures("speed", [1.2, 1.3, 1.25, 1.22, 1.28, 1.21])) == "met"
+    assert target.verdict(measure.interval_figures("speed", [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98])) == claims.TIE
+    assert target.verdict(measure.interval_figures("speed", [1.2, 1.3, 1.25, 1.22, 1.28, 1.21])) == "met"
     assert target.verdict({}) == "not run"

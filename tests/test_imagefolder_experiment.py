@@ -106,3 +106,32 @@ def test_transform_costs_times_the_chain_it_is_given(tiny):
     chain = tut.tutorial_train_transform(exp.CROP)
     table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=1, num_threads=1, tutorial=chain)
     assert len(table) == 9 and table.attrs["tutorial_over_helpers"] > 0
+
+
+def test_head_to_head_times_the_sweeps_best_two_in_rounds(tiny):
+    def row(pipeline, rate, w=0, threads=1):
+        return {"split": "val", "pipeline": pipeline, "num_workers": w, "num_threads": threads, "images_per_s": rate}
+
+    rows = [
+        row("DataLoader + ImageFolder", 10.0),
+        row("DataLoader + ImageFolder", 5.0, w=1),
+        row(exp.ONE_PROCESS, 100.0),
+        row("memmap + threads", 300.0, threads=2),
+        row(exp.TUTORIAL, 50.0),
+    ]
+    best = exp.best_rows(rows, "val")
+    assert best[exp.BEST_MEMMAP]["pipeline"] == "memmap + threads" and best[exp.BEST_DATALOADER]["num_workers"] == 0
+    rates = exp.head_to_head(tiny, "val", rows, 4, rounds=6)
+    assert set(rates) == {exp.BEST_MEMMAP, exp.BEST_DATALOADER, exp.ONE_PROCESS}
+    assert all(len(r) == 6 for r in rates.values()) and rates[exp.ONE_PROCESS] != rates[exp.BEST_MEMMAP]
+    ratios = exp.speedup_ratios(rates)
+    assert ratios == [m / d for m, d in zip(rates[exp.BEST_MEMMAP], rates[exp.BEST_DATALOADER])]
+    figures = exp.round_figures("val", rates)
+    assert (
+        figures["memmap_val_speedup_ci_low"] <= figures["memmap_val_speedup"] <= figures["memmap_val_speedup_ci_high"]
+    )
+    assert figures["memmap_val_speedup_ci_low"] == min(ratios)  # six rounds: the interval spans them all
+    assert figures["memmap_val_one_process_speedup"] == exp.measure.median(exp.speedup_ratios(rates, exp.ONE_PROCESS))
+    # when the one-process loader is the best memmap loader, it is timed once and serves both ratios
+    one_best = exp.head_to_head(tiny, "val", rows[:3], 4, rounds=2)
+    assert one_best[exp.ONE_PROCESS] is one_best[exp.BEST_MEMMAP] and len(one_best[exp.BEST_DATALOADER]) == 2

@@ -158,3 +158,68 @@ def test_seed_protocol_skips_the_seeds_eleven_batches_and_tabulates_each_uplift(
     assert t.loc["FFCV", "uplift_median_%"] == pytest.approx(-50)
     assert t.loc["FFCV", "uplift_mean_%"] == pytest.approx((0.1 - 0.8 / 3) / (0.8 / 3) * 100)
     assert list(t.columns[:3]) == ["mean", "median", "p95"]
+
+
+def test_load_only_takes_turns_and_gives_samples_per_s_per_round():
+    import torch
+
+    from fastloops_helpers.experiments import otto as exp
+
+    calls = []
+
+    class Loader:
+        def __init__(self, name, batches):
+            self.name, self.batches = name, batches
+
+        def __iter__(self):
+            calls.append(self.name)
+            return iter([(torch.zeros(8, 3), torch.zeros(8))] * self.batches)
+
+    load, rates = exp.load_only({"a": Loader("a", 4), "b": Loader("b", 2)}, 3, 8, torch.device("cpu"))
+    assert calls[:2] == ["a", "b"] and len(calls) == 2 + 3 * 2  # one warm-up epoch each, then 3 rounds
+    assert all(sorted(calls[i : i + 2]) == ["a", "b"] for i in (2, 4, 6))  # every round runs each loader once
+    assert [len(r) for r in rates.values()] == [3, 3] and min(min(r) for r in rates.values()) > 0
+    assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
+
+
+def test_per_round_splits_each_loaders_batches_into_its_rounds():
+    from fastloops_helpers.experiments import otto as exp
+
+    times = {"a": [1.0, 2, 3, 4, 5, 6], "b": [2.0, 2, 4, 4, 6, 6]}
+    assert exp.per_round(times, 3, sum) == {"a": [3, 7, 11], "b": [4, 8, 12]}
+    assert exp.per_round(times, 2, max) == {"a": [3, 6], "b": [4, 6]}
+    with pytest.raises(ValueError, match="not the same number in each of 4 rounds"):
+        exp.per_round(times, 4, sum)
+
+
+def test_figures_save_each_ratio_of_the_targets_with_its_interval():
+    import pandas as pd
+
+    from fastloops_helpers import measure
+    from fastloops_helpers.book import claims
+    from fastloops_helpers.experiments import otto as exp
+
+    names = ["FFCV", "DataLoader", "helpers"]
+    load = pd.DataFrame({"samples_per_s": [3e5, 2e4, 3e6]}, index=names)
+    full = pd.DataFrame({"median": [0.004, 0.006, 0.003]}, index=names)
+    rates = {"FFCV": [3e5, 3.1e5, 2.9e5, 3e5, 3.2e5, 2.8e5], "DataLoader": [2e4] * 6, "helpers": [3e6] * 6}
+    step_rounds = {
+        "FFCV": [0.004] * 6,
+        "DataLoader": [0.006, 0.005, 0.007, 0.006, 0.006, 0.006],
+        "helpers": [0.003] * 6,
+    }
+    seed = exp.seed_table({n: [m] for n, m in zip(names, [0.001, 0.01, 0.0005])})
+    seed_rounds = {"FFCV": [0.001] * 6, "DataLoader": [0.01, 0.011, 0.009, 0.01, 0.012, 0.01], "helpers": [0.0005] * 6}
+    out = exp.figures(load, rates, full, step_rounds, seed, seed_rounds)
+    want = measure.interval_figures(
+        "otto_helpers_over_ffcv_load", [h / f for h, f in zip(rates["helpers"], rates["FFCV"])]
+    )
+    assert {k: out[k] for k in want} == want
+    for target in (t for t in claims.TARGETS if t.benchmark == "bench-otto"):
+        assert target.figure + "_ci_low" in out and target.verdict(out) == "met", target.figure
+    assert out["otto_seed_protocol_uplift_pct"] == pytest.approx(-90)
+    assert out["otto_seed_protocol_uplift_pct_ci_high"] < -50 and out["otto_dataloader_step_over_ffcv_step"] == 1.5
+    without_ffcv = exp.figures(load.drop("FFCV"), rates, full.drop("FFCV"), step_rounds)
+    assert (
+        "otto_helpers_over_ffcv_load" not in without_ffcv and "otto_helpers_over_dataloader_load_ci_low" in without_ffcv
+    )

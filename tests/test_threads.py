@@ -104,21 +104,21 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
 
     rows = [
         {
-            "pipeline": "DataLoader 1 worker",
+            "pipeline": "DataLoader, 1 workers (fork)",
             "img_per_s": 100.0,
             "cpu_s_per_img": 0.02,
             "pss_mb": 500.0,
             "added_pss_mb": 100.0,
         },
         {
-            "pipeline": "DataLoader 2 workers",
+            "pipeline": "DataLoader, 2 workers (fork)",
             "img_per_s": 150.0,
             "cpu_s_per_img": 0.02,
             "pss_mb": 600.0,
             "added_pss_mb": 200.0,
         },
         {
-            "pipeline": "ThreadLoader 4 threads",
+            "pipeline": "ThreadLoader, 4 threads",
             "img_per_s": 180.0,
             "cpu_s_per_img": 0.01,
             "pss_mb": 450.0,
@@ -129,10 +129,18 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
         {"start_method": m, "first_batch_s": s, "pickled_bytes": 10, "pss_mb": p}
         for m, s, p in (("fork", 0.1, 600.0), ("forkserver", 2.0, 1500.0))
     ]
-    limit = {"one_thread_img_per_s": 100.0, "limit_img_per_s": 200.0, "helpers_threads_over_limit": 0.9}
-    f = exp.figures(rows, limit, starts, {"Pillow": 1.8})
-    assert f["helpers_threads_over_dataloader_best"] == 180 / 150 and f["helpers_threads_over_limit"] == 0.9
-    assert f["limit_img_per_s"] == 200.0
+    # six rounds: the ThreadLoader 1.2x the DataLoader in every round, 0.9x of two cores' limit
+    rates = {
+        "ThreadLoader, 4 threads": [180.0, 120.0, 180.0, 180.0, 120.0, 180.0],
+        "DataLoader, 2 workers (fork)": [150.0, 100.0, 150.0, 150.0, 100.0, 150.0],
+        exp.ONE_THREAD: [100.0, 200 / 3, 100.0, 100.0, 200 / 3, 100.0],
+    }
+    assert exp.best_dataloader(rows) == "DataLoader, 2 workers (fork)"
+    f = exp.figures(rows, rates, starts, {"Pillow": 1.8}, cores=2)
+    assert f["helpers_threads_over_dataloader_best"] == pytest.approx(1.2)
+    assert f["helpers_threads_over_dataloader_best_ci_low"] == pytest.approx(1.2)  # every round agrees
+    assert f["helpers_threads_over_limit"] == pytest.approx(0.9) and f["limit_img_per_s"] == 200.0
+    assert f["threadloader_img_per_s"] == 180.0 and f["dataloader_best_img_per_s"] == 150.0
     assert f["helpers_threads_pss_over_dataloader_best"] == 450 / 600
     assert f["helpers_threads_added_pss_over_dataloader_best"] == 40 / 200 and f["pss_baseline_mb"] == 410
     assert f["dataloader_added_pss_for_half_total_mb"] == 410 + 2 * 40  # then (410 + 40) / (410 + 490) = 0.5
@@ -142,6 +150,24 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
     lo, hi = sorted(exp.FREE_THREADED_PENALTY)
     assert ft["low_img_per_s"] == 200 * (1 - hi) and ft["high_img_per_s"] == 200 * (1 - lo)
     assert ft["gain_high"] == ft["high_img_per_s"] / 160
+
+
+def test_head_to_head_times_every_contender_once_per_round_and_gives_per_round_ratios():
+    from fastloops_helpers.experiments import threads as exp
+
+    ds = Rows(12)
+    configs = {
+        "DataLoader, 0 workers (fork)": lambda: torch.utils.data.DataLoader(ds, 4),
+        "DataLoader, 1 workers (fork)": lambda: torch.utils.data.DataLoader(ds, 4, num_workers=1),
+        "ThreadLoader, 2 threads": lambda: ThreadLoader(ds, 4, threads=2),
+    }
+    rates = exp.head_to_head(configs, "DataLoader, 0 workers (fork)", ds, limit_images=4, rounds=6)
+    assert set(rates) == {"ThreadLoader, 2 threads", "DataLoader, 0 workers (fork)", exp.ONE_THREAD}
+    assert all(len(r) == 6 and min(r) > 0 for r in rates.values())
+    ratios = exp.round_ratios(rates, cores=2)
+    assert set(ratios) == {"helpers_threads_over_dataloader_best", "helpers_threads_over_limit"}
+    tl, dl = rates["ThreadLoader, 2 threads"], rates["DataLoader, 0 workers (fork)"]
+    assert ratios["helpers_threads_over_dataloader_best"] == [t / d for t, d in zip(tl, dl)]
 
 
 def test_epoch_stats_counts_the_workers_memory_as_added_and_waits_for_them_to_exit():

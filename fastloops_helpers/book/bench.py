@@ -9,6 +9,7 @@ import pandas as pd
 
 from .. import config, measure
 from ..experiments import available, run
+from . import claims
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -33,8 +34,24 @@ def main(argv: list[str] | None = None) -> int:
             print(result.table().to_string(index=False))
         for key, value in result.figures.items():
             print(f"{key} = {value:.4g}")
+        for line in target_lines(name, result.figures):
+            print(line)
         print(f"saved {path}")
     return 0
+
+
+def target_lines(name: str, figures: dict[str, float]) -> list[str]:
+    """Return one line per target of benchmark `name`: the figure, its interval when saved, the verdict."""
+    lines = []
+    for t in claims.TARGETS:
+        if t.benchmark != f"bench-{name}":
+            continue
+        value = claims.value_of(figures, t.figure)
+        low, high = figures.get(t.figure + claims.LOW), figures.get(t.figure + claims.HIGH)
+        spread = f" (95 % interval {low:.3g} to {high:.3g})" if low is not None and high is not None else ""
+        shown = "not measured" if value is None else f"{value:.4g}{spread}"
+        lines.append(f"[target] {t.figure}: {shown}, needs {t.needed()}: {t.verdict(figures)}")
+    return lines
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import warnings
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ RESIZE, CROP = 256, 224  # the tutorial's sizes: train stores 256 x 256 and crop
 SPLITS = ("train", "val")
 ONE_PROCESS = "memmap, one process"  # the helpers' memmap loader: BatchLoader in one process, batched transforms
 TUTORIAL = "tutorial: tensorclass + Collate"  # the tutorial's memmap loader: DataLoader over its tensorclass
+BEST_MEMMAP, BEST_DATALOADER = "best memmap loader", "best DataLoader + ImageFolder"  # head_to_head's contenders
 
 
 def sample_transform(split: str) -> Any:
@@ -165,12 +167,7 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
     for pipeline, w, threads in measure.progress(configurations(workers), desc=f"{split} loaders"):
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
-            if pipeline.startswith("DataLoader"):
-                loader = dataloader(prep.folder, split, batch_size, w)
-            elif pipeline == TUTORIAL:
-                loader = tutorial_loader(getattr(prep, split), split, batch_size)
-            else:
-                loader = memmap_loader(getattr(prep, split), split, batch_size, w, threads)
+            loader = make_loader(prep, split, pipeline, w, threads, batch_size)
             timed = images_per_second(loader, repeat)
         del loader  # stop persistent workers before the next configuration
         rows.append(
@@ -184,6 +181,76 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
             }
         )
     return rows
+
+
+def make_loader(prep: Prepared, split: str, pipeline: str, num_workers: int, num_threads: int, batch_size: int) -> Any:
+    """Return the loader of one sweep configuration (a `configurations` triple) over `split`."""
+    if pipeline.startswith("DataLoader"):
+        return dataloader(prep.folder, split, batch_size, num_workers)
+    if pipeline == TUTORIAL:
+        return tutorial_loader(getattr(prep, split), split, batch_size)
+    return memmap_loader(getattr(prep, split), split, batch_size, num_workers, num_threads)
+
+
+def best_rows(rows: list[dict[str, Any]], split: str) -> dict[str, dict[str, Any]]:
+    """Return the sweep's rows of `split` that `head_to_head` times: the memmap and the DataLoader + ImageFolder
+    configurations with the most images/s (BEST_MEMMAP, BEST_DATALOADER) and the one-process loader (ONE_PROCESS)."""
+    part = [r for r in rows if r["split"] == split]
+    return {
+        BEST_MEMMAP: max((r for r in part if r["pipeline"].startswith("memmap")), key=lambda r: r["images_per_s"]),
+        BEST_DATALOADER: max(
+            (r for r in part if r["pipeline"].startswith("DataLoader")), key=lambda r: r["images_per_s"]
+        ),
+        ONE_PROCESS: next(r for r in part if r["pipeline"] == ONE_PROCESS),
+    }
+
+
+def head_to_head(
+    prep: Prepared, split: str, rows: list[dict[str, Any]], batch_size: int, rounds: int
+) -> dict[str, list[float]]:
+    """Time the sweep's best memmap loader, its best DataLoader + ImageFolder and the one-process memmap loader
+    against each other in interleaved rounds.
+
+    The configurations are chosen from the sweep's `rows` of `split` first (`best_rows`); each round then runs one
+    epoch of each, in a new random order, after one warm-up epoch each. Returns {name: images/s per round} for
+    BEST_MEMMAP, BEST_DATALOADER and ONE_PROCESS (the best memmap loader's rounds when it is the one process):
+    `speedup_ratios` takes the ratios per round. Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    best = best_rows(rows, split)
+    same = best[ONE_PROCESS] is best[BEST_MEMMAP]
+    timed = {name: r for name, r in best.items() if not (same and name == ONE_PROCESS)}
+    with warnings.catch_warnings():  # more workers than cores may win the sweep
+        warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+        loaders = {
+            name: make_loader(prep, split, r["pipeline"], r["num_workers"], r["num_threads"], batch_size)
+            for name, r in timed.items()
+        }
+        counted: dict[str, int] = {}
+        fns = {name: partial(_epoch, loader, counted, name) for name, loader in loaders.items()}
+        seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
+    del fns, loaders  # stop persistent workers
+    rates = {name: [counted[name] / s for s in values] for name, values in seconds.items()}
+    return rates | ({ONE_PROCESS: rates[BEST_MEMMAP]} if same else {})
+
+
+def _epoch(loader: Any, counted: dict[str, int], name: str) -> None:
+    counted[name] = sum(batch_images(batch) for batch in loader)
+
+
+def speedup_ratios(rates: dict[str, list[float]], memmap: str = BEST_MEMMAP) -> list[float]:
+    """Return the `memmap` loader's images/s over the best DataLoader's, per round of `head_to_head`."""
+    return measure.ratios(rates, memmap, BEST_DATALOADER)
+
+
+def round_figures(split: str, rates: dict[str, list[float]]) -> dict[str, float]:
+    """Return `memmap_<split>_speedup` and `memmap_<split>_one_process_speedup` from `head_to_head`'s rounds
+    (median and 95 % interval each) and the two best loaders' images/s (median over the rounds)."""
+    return {
+        **measure.interval_figures(f"memmap_{split}_speedup", speedup_ratios(rates)),
+        **measure.interval_figures(f"memmap_{split}_one_process_speedup", speedup_ratios(rates, ONE_PROCESS)),
+        f"memmap_{split}_images_per_s": measure.median(rates[BEST_MEMMAP]),
+        f"dataloader_{split}_images_per_s": measure.median(rates[BEST_DATALOADER]),
+    }
 
 
 def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -290,16 +357,22 @@ def transform_costs(
 
 
 def run(scale: str) -> BenchResult:
-    """Measure both pipelines, train and val, over the scale's workers, and the batched transforms' costs."""
+    """Measure both pipelines, train and val, over the scale's workers, the best two head to head in rounds,
+    and the batched transforms' costs."""
     s = config.sizes("imagefolder", scale)
     workers = list(s["workers"])
     prep = prepare(synthetic_imagefolder(train=s["train"], val=s["val"], px=s["px"]))
     rows = [row for split in SPLITS for row in sweep(prep, split, workers, s["batch_size"], s["repeat"])]
+    figures = speedups(rows)
+    for split in SPLITS:
+        figures.update(round_figures(split, head_to_head(prep, split, rows, s["batch_size"], s["rounds"])))
     costs = transform_costs(prep.train.images[: s["batch_size"]].clone(), repeat=max(3, s["repeat"]))
-    figures = {**speedups(rows), "tutorial_transform_over_helpers": costs.attrs["tutorial_over_helpers"]}
+    figures["tutorial_transform_over_helpers"] = costs.attrs["tutorial_over_helpers"]
     knobs = {
         "batch_size": s["batch_size"],
         "workers": workers,
+        "repeat": s["repeat"],
+        "rounds": s["rounds"],
         "train": s["train"],
         "val": s["val"],
         "px": s["px"],
@@ -307,4 +380,4 @@ def run(scale: str) -> BenchResult:
         "crop": CROP,
         "torch_threads": torch.get_num_threads(),
     }
-    return BenchResult(rows + costs.to_dict("records"), figures, knobs=knobs, repeats=s["repeat"])
+    return BenchResult(rows + costs.to_dict("records"), figures, knobs=knobs, repeats=s["rounds"])

@@ -23,10 +23,18 @@ from . import BenchResult
 # Groups timed apart, each interleaved (one epoch of every loop per round, in a new order each round):
 # the close contenders (a few ms each) share a group, so their ratio is a median of per-round ratios, and no
 # loop that evicts the caches or leaves threads spinning (pure Python's 300,000-item list, the workers)
-# runs between them; the slower loops take 0.1-3 s per epoch, so they get fewer rounds. tf.data runs last:
-# TensorFlow's thread pools must not run beside the other loops.
+# runs between them. The per-sample DataLoader without workers (up to seconds per epoch) runs beside the helpers
+# and numpy in a group of its own, so that its ratios to them are per round too; the other slower loops get
+# fewer rounds. tf.data runs last: TensorFlow's thread pools must not run beside the other loops.
 VECTORISED = ("numpy", "helpers", "slide_fast_dataloader")
-SLOWER = ("python", "dataloader_getitems", "dataloader_nw0", "dataloader_workers")
+PER_SAMPLE = ("dataloader_nw0", "helpers", "numpy")
+SLOWER = ("python", "dataloader_getitems", "dataloader_workers")
+# the per-round ratios the figures give with their 95 % interval: (group, numerator, denominator)
+PER_ROUND = {
+    "helpers_over_numpy": ("vectorised", "helpers", "numpy"),
+    "dataloader_nw0_over_helpers": ("per_sample", "dataloader_nw0", "helpers"),
+    "dataloader_nw0_over_numpy": ("per_sample", "dataloader_nw0", "numpy"),
+}
 
 
 def workers() -> int:
@@ -56,26 +64,39 @@ def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True)
 
 
 def time_loops(
-    found: dict[str, Callable[[], int]], rounds: int, slow_rounds: int
-) -> tuple[dict[str, list[float]], dict[str, int]]:
-    """Time the loops by group (VECTORISED over `rounds`, the slower ones and tf.data over `slow_rounds`).
+    found: dict[str, Callable[[], int]], rounds: int, slow_rounds: int, pair_rounds: int
+) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+    """Time the loops by group; return ({group: {name: seconds per epoch}}, {name: batches per epoch}).
 
     Each group runs interleaved after one untimed epoch of each of its loops, which warms it up (and starts the
-    persistent workers) and counts its batches. Return ({name: seconds per epoch}, {name: batches per epoch}).
+    persistent workers) and counts its batches. The vectorised loops run `rounds` rounds, then more while the 95 %
+    interval of helpers/numpy is wider than +-5 % of its median, up to twice that time (`interleaved_until_steady`:
+    it stops on the width, never on the verdict). The per-sample DataLoader runs beside the helpers and numpy over
+    `pair_rounds`, the other slower loops and tf.data over `slow_rounds`.
     """
-    groups = [
-        (VECTORISED, rounds, "vectorised loops"),
-        (SLOWER, slow_rounds, "slower loops"),
-        (("tf_data",), slow_rounds, "tf.data"),
-    ]
-    seconds: dict[str, list[float]] = {}
-    batches: dict[str, int] = {}
-    for names, repeat, desc in groups:
+    batches = {k: epoch() for k, epoch in found.items() if k in VECTORISED}
+    vectorised = {k: found[k] for k in VECTORISED if k in found}
+    groups = {"vectorised": measure.interleaved_until_steady(vectorised, "helpers", "numpy", rounds, warmup=0)}
+    for label, names, repeat, desc in (
+        ("per_sample", PER_SAMPLE, pair_rounds, "per-sample DataLoader"),
+        ("slower", SLOWER, slow_rounds, "slower loops"),
+        ("tf_data", ("tf_data",), slow_rounds, "tf.data"),
+    ):
         group = {k: found[k] for k in names if k in found}
-        batches |= {k: epoch() for k, epoch in group.items()}
+        batches |= {k: epoch() for k, epoch in group.items() if k not in batches}
         if group:
-            seconds |= measure.interleaved(group, repeat, warmup=0, desc=desc, shuffle=True)
-    return seconds, batches
+            groups[label] = measure.interleaved(group, repeat, warmup=0, desc=desc, shuffle=True)
+    return groups, batches
+
+
+def epochs(groups: dict[str, dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Return {loop: seconds per epoch}, each loop's from the first group that timed it (the helpers' and numpy's
+    from the vectorised group, which gives them the most rounds)."""
+    seconds: dict[str, list[float]] = {}
+    for group in groups.values():
+        for name, values in group.items():
+            seconds.setdefault(name, values)
+    return seconds
 
 
 def table(seconds: dict[str, list[float]], n: int, batches: dict[str, int] | None = None) -> list[dict]:
@@ -96,45 +117,69 @@ def table(seconds: dict[str, list[float]], n: int, batches: dict[str, int] | Non
     ]
 
 
-def figures(seconds: dict[str, list[float]]) -> dict[str, float]:
-    """Return the ratios notebook 01 and the benchmark report (those whose loops were timed) and every epoch time."""
-    ms = {k: measure.median(v) * 1e3 for k, v in seconds.items()}
+def per_round(groups: dict[str, dict[str, list[float]]]) -> dict[str, list[float]]:
+    """Return {figure: its per-round ratios} for the PER_ROUND ratios whose loops were timed."""
+    return {
+        key: measure.ratios(groups[group], top, bottom)
+        for key, (group, top, bottom) in PER_ROUND.items()
+        if group in groups and {top, bottom} <= set(groups[group])
+    }
+
+
+def figures(groups: dict[str, dict[str, list[float]]]) -> dict[str, float]:
+    """Return every epoch time and the ratios notebook 01 and the benchmark report (those whose loops were timed).
+
+    A per-round ratio comes with its 95 % interval (`key_ci_low`, `key_ci_high`). `dataloader_workers_over_numpy`
+    is a single run: the ratio of the medians of two groups (the workers' loop takes seconds per epoch).
+    """
+    ms = {k: measure.median(v) * 1e3 for k, v in epochs(groups).items()}
     found = {f"ms_per_epoch_{k}": v for k, v in ms.items()}
-    if {"helpers", "numpy"} <= set(ms):
-        found["helpers_over_numpy"] = measure.ratio(seconds, "helpers", "numpy")
-    for top, bottom in (("dataloader_nw0", "helpers"), ("dataloader_nw0", "numpy"), ("dataloader_workers", "numpy")):
-        if {top, bottom} <= set(ms):
-            found[f"{top}_over_{bottom}"] = ms[top] / ms[bottom]
+    for key, ratios in per_round(groups).items():
+        found |= measure.interval_figures(key, ratios)
+    if {"dataloader_workers", "numpy"} <= set(ms):
+        found["dataloader_workers_over_numpy"] = ms["dataloader_workers"] / ms["numpy"]
     return found
 
 
 def measure_loops(
-    num_samples: int, batch_size: int, num_workers: int, rounds: int, slow_rounds: int, with_tf: bool = True
-) -> BenchResult:
-    """Time every loop of the slide and the extra ones over `num_samples` indices; return the table and figures.
+    num_samples: int,
+    batch_size: int,
+    num_workers: int,
+    rounds: int,
+    slow_rounds: int,
+    pair_rounds: int,
+    with_tf: bool = True,
+) -> tuple[BenchResult, dict[str, list[float]]]:
+    """Time every loop of the slide and the extra ones over `num_samples` indices.
 
-    Explained in notebooks/01_the_question.ipynb.
+    Return the table and figures, and {figure: per-round ratios} (for `measure.verdict`). Explained in
+    notebooks/01_the_question.ipynb.
     """
     found = slide_loops(num_samples, batch_size, num_workers, with_tf)
-    seconds, batches = time_loops(found, rounds, slow_rounds)
+    groups, batches = time_loops(found, rounds, slow_rounds, pair_rounds)
     knobs = {
         "samples": num_samples,
         "batch_size": batch_size,
         "num_workers": num_workers,
         "rounds": rounds,
+        "rounds_taken": len(groups["vectorised"]["numpy"]),
         "slow_rounds": slow_rounds,
+        "pair_rounds": pair_rounds,
         "tf_data": "tf_data" in found,
         "torch_threads": torch.get_num_threads(),
     }
-    return BenchResult(table(seconds, num_samples, batches), figures(seconds), knobs=knobs, repeats=rounds)
+    result = BenchResult(table(epochs(groups), num_samples, batches), figures(groups), knobs=knobs, repeats=rounds)
+    return result, per_round(groups)
 
 
 def run(scale: str) -> BenchResult:
     """Time every loop at the scale's samples and batch size, the vectorised ones over more rounds."""
-    return measure_loops(
+    result, _ = measure_loops(
         config.size("loops.samples", scale),
         config.size("loops.batch_size", scale),
         workers(),
         config.size("loops.rounds", scale),
         config.size("loops.worker_epochs", scale),
+        config.size("loops.pair_rounds", scale),
     )
+    return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -61,19 +62,50 @@ def compare(
     skip: int = SKIP,
     warmup: int = 1,
 ) -> dict[str, list[float]]:
-    """Warm each loader up for `warmup` epochs, then time `epochs` epochs of each, taking turns epoch by epoch.
+    """Warm each loader up for `warmup` epochs, then time `epochs` rounds of one epoch of each; return batch times.
 
-    Taking turns spreads any change in the machine's load (other programs) over all loaders alike.
+    Every round runs the loaders in a new order, so a change in the machine's load (other programs) hits all
+    loaders alike and no loader always follows the same neighbour. Each loader's list holds its rounds' batches
+    in order, the same number per round: `per_round` splits it again.
     """
     steps = {name: step_factory() if step_factory is not None else None for name in loaders}
     out: dict[str, list[float]] = {name: [] for name in loaders}
     for name, loader in loaders.items():
         for _ in range(warmup):  # numba compiles FFCV's pipeline in its first epoch
-            batch_times(loader, 1, steps[name], device=device)
-    for _ in measure.progress(range(epochs), desc=desc, total=epochs):
-        for name, loader in loaders.items():
-            out[name] += batch_times(loader, 1, steps[name], skip=skip, device=device)
+            batch_times(loader, 1, steps[name], skip=0, device=device)
+
+    def epoch(name: str) -> Callable[[], None]:
+        return lambda: out[name].extend(batch_times(loaders[name], 1, steps[name], skip=skip, device=device))
+
+    measure.interleaved({name: epoch(name) for name in loaders}, epochs, 0, device, desc, shuffle=True)
     return out
+
+
+def per_round(
+    times: dict[str, list[float]], rounds: int, stat: Callable[[list[float]], float]
+) -> dict[str, list[float]]:
+    """Split each loader's batch times (from `compare`) into its `rounds` epochs and return `stat` of each epoch."""
+    out = {}
+    for name, values in times.items():
+        if not values or len(values) % rounds:
+            raise ValueError(f"{name!r} has {len(values)} batch times, not the same number in each of {rounds} rounds")
+        n = len(values) // rounds
+        out[name] = [float(stat(values[i * n : (i + 1) * n])) for i in range(rounds)]
+    return out
+
+
+def load_only(
+    loaders: dict[str, Any], epochs: int, batch_size: int, device: torch.device, desc: str = "load only"
+) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """Time `epochs` load-only rounds (every batch of one epoch of each loader, in a new order each round).
+
+    Returns the per-batch table and {loader: samples/s per round}: compare two loaders with
+    `measure.ratios(rates, a, b)`, their per-round ratios. Explained in notebooks/10_ffcv_otto.ipynb.
+    """
+    times = compare(loaders, epochs, None, device, desc, skip=0)
+    seconds = per_round(times, epochs, math.fsum)  # every batch of the epoch: the epoch's time
+    batches = {name: len(v) // epochs for name, v in times.items()}
+    return table(times, batch_size), {n: [batches[n] * batch_size / s for s in seconds[n]] for n in times}
 
 
 def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
@@ -158,20 +190,38 @@ def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> p
     return t
 
 
-def figures(load: pd.DataFrame, full: pd.DataFrame, seed: pd.DataFrame | None = None) -> dict[str, float]:
-    """Return notebook 10's and `bench otto`'s figures, named as in the claims registry."""
+def figures(
+    load: pd.DataFrame,
+    rates: dict[str, list[float]],
+    full: pd.DataFrame,
+    step_rounds: dict[str, list[float]],
+    seed: pd.DataFrame | None = None,
+    seed_rounds: dict[str, list[float]] | None = None,
+) -> dict[str, float]:
+    """Return notebook 10's and `bench otto`'s figures, named as in the claims registry.
+
+    Each ratio of two loaders is the median of its per-round ratios, saved with its 95 % interval
+    (`_ci_low`, `_ci_high`): load-only `rates` (samples/s per round, from `load_only`), and the median step per
+    round (`step_rounds`, `seed_rounds`: `per_round(times, epochs, measure.median)` of `compare`'s times).
+    """
     rate = load["samples_per_s"]
     out = {f"otto_{n.lower()}_load_samples_per_s": float(rate[n]) for n in load.index}
     out.update({f"otto_{n.lower()}_step_ms": float(full.loc[n, "median"] * 1e3) for n in full.index})
-    out["otto_helpers_over_dataloader_load"] = float(rate["helpers"] / rate["DataLoader"])
+    out.update(
+        measure.interval_figures("otto_helpers_over_dataloader_load", measure.ratios(rates, "helpers", "DataLoader"))
+    )
     if "FFCV" in rate:
-        out["otto_helpers_over_ffcv_load"] = float(rate["helpers"] / rate["FFCV"])
-        out["otto_ffcv_over_dataloader_load"] = float(rate["FFCV"] / rate["DataLoader"])
-        out["otto_dataloader_step_over_ffcv_step"] = out["otto_dataloader_step_ms"] / out["otto_ffcv_step_ms"]
+        out.update(measure.interval_figures("otto_helpers_over_ffcv_load", measure.ratios(rates, "helpers", "FFCV")))
+        out.update(
+            measure.interval_figures("otto_ffcv_over_dataloader_load", measure.ratios(rates, "FFCV", "DataLoader"))
+        )
+        step = measure.ratios(step_rounds, "DataLoader", "FFCV")
+        out.update(measure.interval_figures("otto_dataloader_step_over_ffcv_step", step))
     if seed is not None:
         out.update({f"otto_seed_protocol_{n.lower()}_ms": float(seed.loc[n, "median"] * 1e3) for n in seed.index})
-        if "FFCV" in seed.index:
-            out["otto_seed_protocol_uplift_pct"] = float(seed.loc["FFCV", "uplift_median_%"])
+        if "FFCV" in seed.index and seed_rounds is not None:  # uplift % of the median, per round
+            uplift = [(r - 1) * 100 for r in measure.ratios(seed_rounds, "FFCV", "DataLoader")]
+            out.update(measure.interval_figures("otto_seed_protocol_uplift_pct", uplift))
     return out
 
 
@@ -181,12 +231,13 @@ def run(scale: str) -> BenchResult:
     batch_size, epochs = s["batch_size"], s["epochs"]
     data = prepare(s["rows"])
     loaders = make_loaders(data, batch_size, device)
-    load = table(compare(loaders, epochs, None, device, "load only", skip=0), batch_size)  # whole epochs
-    full = table(compare(loaders, epochs, mlp_factory(device), device, "full step"), batch_size)
+    load, rates = load_only(loaders, epochs, batch_size, device)  # whole epochs, img/s per round
+    full_times = compare(loaders, epochs, mlp_factory(device), device, "full step")
+    full = table(full_times, batch_size)
     seed_loaders = seed_protocol_loaders(seed_protocol_data(data, s["seed_rows"]), s["seed_batch_size"], device)
-    seed = seed_table(
-        seed_protocol(seed_loaders, forward_loss_factory(device), s["seed_epochs"], device, "seed 003 protocol")
-    )
+    seed_epochs = s["seed_epochs"]
+    seed_times = seed_protocol(seed_loaders, forward_loss_factory(device), seed_epochs, device, "seed 003 protocol")
+    seed = seed_table(seed_times)
     rows = [
         {"loader": name, "phase": phase, **{k: float(v) for k, v in t.loc[name].items()}}
         for phase, t in (("load", load), ("step", full), ("seed protocol", seed))
@@ -203,7 +254,9 @@ def run(scale: str) -> BenchResult:
         "threads": torch.get_num_threads(),
         **{f"seed_{k}": s[f"seed_{k}"] for k in ("rows", "batch_size", "epochs")},
     }
-    return BenchResult(rows, figures(load, full, seed), knobs=knobs, repeats=epochs)
+    step_rounds = per_round(full_times, epochs, measure.median)  # each round's median step, per loader
+    seed_rounds = per_round(seed_times, seed_epochs, measure.median)
+    return BenchResult(rows, figures(load, rates, full, step_rounds, seed, seed_rounds), knobs=knobs, repeats=epochs)
 
 
 def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray, device: torch.device) -> float:

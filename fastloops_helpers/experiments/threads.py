@@ -31,6 +31,7 @@ from . import imagefolder as imf
 RESIZE, CROP = 256, 224
 GIL_DECODERS = ("Pillow", "simplejpeg", "PyTurboJPEG")
 FREE_THREADED_PENALTY = (0.05, 0.10)  # 3.14t's single-thread slowdown (claims: ft_single_thread_penalty_pct)
+ONE_THREAD = "one thread"  # head_to_head's name for one thread fetching samples (the limit's numerator)
 FFMPEG_NOTE = "spdl.io's decoders need FFmpeg 6+ (Debian 12 ships 5.1): SPDL runs the same Pillow function here"
 
 
@@ -217,27 +218,67 @@ def startup(
     return rows
 
 
-def limit_rounds(ds: ImageFolder, batch_size: int, threads: int, images: int, rounds: int) -> dict[str, float]:
-    """Time one thread over `images` samples spread over `ds` and a `threads`-thread ThreadLoader epoch in turns;
-    return the limit.
+def one_thread_rate(ds: ImageFolder, images: int, repeat: int) -> float:
+    """Return one thread's images/s (read, decode, resize, crop) over `images` samples spread over `ds`.
 
-    The limit is one thread's rate (read, decode, resize, crop) times the cores. Taking turns puts both timings
-    in the same spell of a shared machine, so `helpers_threads_over_limit`, the median of the per-round ratios,
-    holds up where two separate timings would not. Explained in notebooks/14_threads_or_processes.ipynb.
+    Times `repeat` passes after one warm-up and returns the median pass's rate. Times the cores, it is the limit
+    every parallel pipeline is compared with. Explained in notebooks/14_threads_or_processes.ipynb (section 2).
     """
-    cores = os.cpu_count() or 1
-    picks = range(0, len(ds), max(1, len(ds) // images))[:images]
-    loader = ThreadLoader(ds, batch_size, threads=threads)
-    t = measure.interleaved(
-        {"one thread": lambda: [ds[i] for i in picks], "ThreadLoader": measure.drain(loader)}, rounds, warmup=1
-    )
-    one = [len(picks) / s for s in t["one thread"]]
-    ratios = [loader.num_samples() / s / (o * cores) for s, o in zip(t["ThreadLoader"], one)]
-    return {
-        "one_thread_img_per_s": measure.median(one),
-        "limit_img_per_s": measure.median(one) * cores,
-        "helpers_threads_over_limit": measure.median(ratios),
+    picks = _picks(ds, images)
+    seconds = measure.measure(partial(_fetch, ds, picks), repeat=repeat, warmup=1)
+    return len(picks) / measure.median(seconds)
+
+
+def head_to_head(
+    configs: dict[str, Callable[[], Iterable[Any]]],
+    best_dataloader: str,
+    ds: ImageFolder,
+    limit_images: int,
+    rounds: int,
+) -> dict[str, list[float]]:
+    """Time the ThreadLoader, the best DataLoader and SPDL's pipeline against each other in interleaved rounds.
+
+    Each round runs one epoch of the ThreadLoader of `configs`, of `best_dataloader` (a name in `configs`, chosen
+    from a sweep first) and of SPDL's pipeline when `configs` has one, and one thread over `limit_images` samples,
+    in a new random order. Returns {name: images/s per round} ("one thread" for the last), so that each ratio can
+    be taken per round (`round_ratios`). Explained in notebooks/14_threads_or_processes.ipynb (section 3).
+    """
+    names = [thread_name(configs), best_dataloader, *[n for n in configs if n.startswith("SPDL")]]
+    before, picks = _child_pids(), _picks(ds, limit_images)
+    loaders = {name: configs[name]() for name in names}
+    fns: dict[str, Callable[[], Any]] = {name: measure.drain(loader) for name, loader in loaders.items()}
+    fns[ONE_THREAD] = partial(_fetch, ds, picks)
+    images = {name: len(ds) for name in names} | {ONE_THREAD: len(picks)}
+    seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
+    del fns, loaders
+    _reap(before)  # stop the DataLoader's persistent workers before anything else is measured
+    return {name: [images[name] / s for s in values] for name, values in seconds.items()}
+
+
+def round_ratios(rates: dict[str, list[float]], cores: int) -> dict[str, list[float]]:
+    """Return the per-round ratios the targets check, from `head_to_head`'s images/s per round.
+
+    ThreadLoader over the best DataLoader, over SPDL (when timed) and over the limit: one thread's rate in the
+    same round times `cores`. Their medians and 95 % intervals are `figures`' (`measure.verdict` reads them).
+    """
+    tl = thread_name(rates)
+    dl = next(n for n in rates if n.startswith("DataLoader"))
+    out = {
+        "helpers_threads_over_dataloader_best": measure.ratios(rates, tl, dl),
+        "helpers_threads_over_limit": [t / (o * cores) for t, o in zip(rates[tl], rates[ONE_THREAD])],
     }
+    spdl = next((n for n in rates if n.startswith("SPDL")), None)
+    if spdl is not None:
+        out["helpers_threads_over_spdl"] = measure.ratios(rates, tl, spdl)
+    return out
+
+
+def _picks(ds: ImageFolder, images: int) -> range:
+    return range(0, len(ds), max(1, len(ds) // images))[:images]
+
+
+def _fetch(ds: ImageFolder, picks: Iterable[int]) -> list[Any]:
+    return [ds[i] for i in picks]
 
 
 def gil_speedups(count: int, px: int) -> dict[str, float]:
@@ -261,7 +302,7 @@ def _one_and_two_threads(dec: Decoder, blobs: list[bytes], pool: ThreadPoolExecu
 
 
 def run(scale: str) -> BenchResult:
-    """Measure every pipeline, the start methods, the physical limit and the decoders' GIL release at `scale`."""
+    """Measure every pipeline, the head-to-head rounds, the start methods and the decoders' GIL release at `scale`."""
     s, cores = config.sizes("threads", scale), os.cpu_count() or 1
     k = dict(
         batch_size=s["batch_size"],
@@ -269,7 +310,7 @@ def run(scale: str) -> BenchResult:
         threads=s["threads_per_core"] * cores,
         workers=cores,
         limit_images=s["limit_images"],
-        limit_rounds=s["limit_rounds"],
+        rounds=s["rounds"],
         gil_images=s["gil_images"],
         gil_px=config.size("imagefolder.px", scale),
     )
@@ -277,44 +318,49 @@ def run(scale: str) -> BenchResult:
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
     try:
+        configs = configurations(ds, bs, k["threads"], k["workers"])
         rows = [
             {"pipeline": name, **epoch_stats(make, k["epochs"])}
-            for name, make in measure.progress(
-                configurations(ds, bs, k["threads"], k["workers"]).items(), desc="pipelines"
-            )
+            for name, make in measure.progress(configs.items(), desc="pipelines")
         ]
-        limit = limit_rounds(ds, bs, k["threads"], k["limit_images"], k["limit_rounds"])
+        rates = head_to_head(configs, best_dataloader(rows), ds, k["limit_images"], k["rounds"])
         starts = startup(ds, bs, k["workers"])
     finally:
         torch.set_num_threads(torch_threads)
     gil = gil_speedups(k["gil_images"], k["gil_px"])
     return BenchResult(
         rows,
-        figures(rows, limit, starts, gil),
+        figures(rows, rates, starts, gil, cores),
         knobs={"images": len(ds), "cores": cores, **k, "skipped": skipped()},
-        repeats=k["epochs"],
+        repeats=k["rounds"],
     )
 
 
 def figures(
-    rows: list[dict[str, Any]], limit: dict[str, float], starts: list[dict[str, Any]], gil: dict[str, float]
+    rows: list[dict[str, Any]],
+    rates: dict[str, list[float]],
+    starts: list[dict[str, Any]],
+    gil: dict[str, float],
+    cores: int,
 ) -> dict[str, float]:
-    """Return the flat figures the targets check."""
-    dl_best, tl = _best_dataloader(rows), _thread_row(rows)
-    spdl = next((r for r in rows if r["pipeline"].startswith("SPDL")), None)
+    """Return the flat figures the targets check.
+
+    Rates and their ratios come from the head-to-head rounds (`rates`, from `head_to_head`), each ratio as the
+    median of its per-round ratios with its 95 % interval (`<key>_ci_low`, `<key>_ci_high`); memory and CPU come
+    from the sweep's `rows`, where each pipeline ran alone.
+    """
+    dl_best, tl = next(r for r in rows if r["pipeline"] == best_dataloader(rows)), _thread_row(rows)
     out = {
-        "limit_img_per_s": limit["limit_img_per_s"],
-        "threadloader_img_per_s": tl["img_per_s"],
-        "dataloader_best_img_per_s": dl_best["img_per_s"],
-        "helpers_threads_over_limit": limit["helpers_threads_over_limit"],
-        "helpers_threads_over_dataloader_best": tl["img_per_s"] / dl_best["img_per_s"],
+        "limit_img_per_s": measure.median(rates[ONE_THREAD]) * cores,
+        "threadloader_img_per_s": measure.median(rates[thread_name(rates)]),
+        "dataloader_best_img_per_s": measure.median(rates[dl_best["pipeline"]]),
         "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl_best["pss_mb"],
         "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl_best["cpu_s_per_img"],
         "pickled_dataset_bytes": starts[0]["pickled_bytes"],
         **memory_split(rows),
     }
-    if spdl is not None:
-        out["helpers_threads_over_spdl"] = tl["img_per_s"] / spdl["img_per_s"]
+    for key, ratios in round_ratios(rates, cores).items():
+        out.update(measure.interval_figures(key, ratios))
     for s in starts:
         out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
         out[f"helpers_threads_pss_over_dataloader_{s['start_method']}"] = tl["pss_mb"] / s["pss_mb"]
@@ -330,7 +376,7 @@ def memory_split(rows: list[dict[str, Any]]) -> dict[str, float]:
     (B + t) / (B + d): it reaches 0.5 only if the workers add d >= B + 2t. Explained in
     notebooks/14_threads_or_processes.ipynb (section 3).
     """
-    dl_best, tl = _best_dataloader(rows), _thread_row(rows)
+    dl_best, tl = next(r for r in rows if r["pipeline"] == best_dataloader(rows)), _thread_row(rows)
     base, t, d = tl["pss_mb"] - tl["added_pss_mb"], tl["added_pss_mb"], dl_best["added_pss_mb"]
     return {
         "pss_baseline_mb": base,
@@ -341,12 +387,18 @@ def memory_split(rows: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def _best_dataloader(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])
+def best_dataloader(rows: list[dict[str, Any]]) -> str:
+    """Return the name of the DataLoader configuration with the most images/s in a sweep's `rows`."""
+    return max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])["pipeline"]
+
+
+def thread_name(names: Iterable[str]) -> str:
+    """Return the ThreadLoader's name among pipeline `names`."""
+    return next(n for n in names if n.startswith("ThreadLoader"))
 
 
 def _thread_row(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    return next(r for r in rows if r["pipeline"].startswith("ThreadLoader"))
+    return next(r for r in rows if r["pipeline"] == thread_name(r["pipeline"] for r in rows))
 
 
 def free_threaded_prediction(limit: float, measured: float) -> dict[str, float]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -70,30 +71,70 @@ def ladder(cores: int | None = None) -> list[int]:
 def sweep(
     dataset: Any, configs: dict[str, dict[str, Any]], batch_size: int, step_ms: float, epochs: int = 1
 ) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline]]:
-    """Record each named configuration; return rows and timelines.
+    """Record each named configuration once; return rows and timelines.
 
     A configuration is DataLoader keywords, plus `wrap`: a prefetcher class.
     """
     rows, timelines = [], {}
     for label, knobs in configs.items():
-        knobs = dict(knobs)
-        wrap = knobs.pop("wrap", None)
-        loader = make_loader(dataset, knobs.pop("num_workers", 0), batch_size, **knobs)
-        summary, tl = measure_loader(loader, step_ms, epochs=epochs, wrap=wrap)
-        rows.append(
-            {
-                "config": label,
-                "img_per_s": summary["samples_per_s"],
-                "wait_share": summary["wait_share"],
-                "first_batch_s": summary["first_batch_s"],
-                "wall_s": summary["wall_s"],
-                "batches": steps(tl),
-                "parallelism": timeline.parallelism(tl),
-                "overlap": timeline.overlap_share(tl),
-            }
-        )
-        timelines[label] = tl
+        row, timelines[label] = record_config(dataset, label, knobs, batch_size, step_ms, epochs)
+        rows.append(row)
     return rows, timelines
+
+
+def record_config(
+    dataset: Any, label: str, knobs: dict[str, Any], batch_size: int, step_ms: float, epochs: int = 1
+) -> tuple[dict[str, Any], timeline.Timeline]:
+    """Record one configuration (DataLoader keywords, plus `wrap`); return its row and its timeline."""
+    knobs = dict(knobs)
+    wrap = knobs.pop("wrap", None)
+    loader = make_loader(dataset, knobs.pop("num_workers", 0), batch_size, **knobs)
+    summary, tl = measure_loader(loader, step_ms, epochs=epochs, wrap=wrap)
+    row = {
+        "config": label,
+        "img_per_s": summary["samples_per_s"],
+        "wait_share": summary["wait_share"],
+        "first_batch_s": summary["first_batch_s"],
+        "wall_s": summary["wall_s"],
+        "batches": steps(tl),
+        "parallelism": timeline.parallelism(tl),
+        "overlap": timeline.overlap_share(tl),
+    }
+    return row, tl
+
+
+def interleaved_ladder(
+    dataset: Any, counts: Sequence[int], batch_size: int, step_ms: float, rounds: int
+) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline], dict[int, list[float]]]:
+    """Record one epoch of each `num_workers` value per round, in a new order each round, for `rounds` rounds.
+
+    The rounds run through the harness's `interleaved` (a busy spell slows every value alike), so the ratio of two
+    values is a median of per-round ratios with an interval (`ladder_figures`). Return one row per value (medians
+    over rounds), each value's timeline from its median round, and {num_workers: img/s per round}.
+    """
+    recorded: dict[int, list[tuple[dict[str, Any], timeline.Timeline]]] = {n: [] for n in counts}
+
+    def epoch(n: int) -> None:
+        recorded[n].append(record_config(dataset, f"num_workers={n}", {"num_workers": n}, batch_size, step_ms))
+
+    measure.interleaved({n: partial(epoch, n) for n in counts}, rounds, warmup=0, shuffle=True)
+    rows, timelines = [], {}
+    for runs in recorded.values():
+        row = dict(runs[0][0])
+        for key in ("img_per_s", "wait_share", "first_batch_s", "wall_s", "parallelism", "overlap"):
+            row[key] = measure.median([r[key] for r, _ in runs])
+        middle = sorted(runs, key=lambda run: run[0]["img_per_s"])[(len(runs) - 1) // 2]
+        rows.append(row | {"rounds": len(runs)})
+        timelines[row["config"]] = middle[1]
+    return rows, timelines, {n: [r["img_per_s"] for r, _ in runs] for n, runs in recorded.items()}
+
+
+def ladder_figures(img_per_s: dict[int, list[float]]) -> dict[str, float]:
+    """Return each value's median img/s and the claimed ratio, 2 workers over 0, per round with its 95 % interval."""
+    found = {f"ladder_img_per_s_{n}": measure.median(v) for n, v in img_per_s.items()}
+    if {0, 2} <= set(img_per_s):
+        found |= measure.interval_figures("workers2_over_workers0", measure.ratios(img_per_s, 2, 0))
+    return found
 
 
 def steps(tl: timeline.Timeline) -> int:
@@ -113,15 +154,17 @@ def epoch_starts(
 
 
 def run(scale: str) -> BenchResult:
-    """Measure one epoch per num_workers value (after one untimed epoch that warms the page cache)."""
-    px, batch_size, step_ms = (config.size(f"anatomy.{name}", scale) for name in ("px", "batch_size", "step_ms"))
+    """Measure the num_workers ladder over interleaved rounds (after one untimed epoch that warms the page cache)."""
+    px, batch_size, step_ms, rounds = (
+        config.size(f"anatomy.{name}", scale) for name in ("px", "batch_size", "step_ms", "ladder_rounds")
+    )
     dataset = jpeg_dataset(synthetic_imagefolder(scale), px)
     counts = ladder()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as DataLoader does in each worker: collate's intra-op threads would fight them
     try:
         measure_loader(make_loader(dataset, 0, batch_size), step_ms=0)  # warm-up: files into the page cache
-        rows, _ = sweep(dataset, {f"num_workers={n}": {"num_workers": n} for n in counts}, batch_size, step_ms)
+        rows, _, img_per_s = interleaved_ladder(dataset, counts, batch_size, step_ms, rounds)
     finally:
         torch.set_num_threads(threads)
     for row, n in zip(rows, counts):
@@ -132,21 +175,23 @@ def run(scale: str) -> BenchResult:
         "img_per_s_workers0": base,
         "img_per_s_best": best["img_per_s"],
         "best_num_workers": best["num_workers"],
-        "speedup_best_vs_0": best["img_per_s"] / base,
+        "speedup_best_vs_0": measure.ratio(img_per_s, best["num_workers"], 0),
         "wait_share_workers0": rows[0]["wait_share"],
         "wait_share_best": best["wait_share"],
         "workers0_epoch_s": rows[0]["wall_s"],
         "workers0_batches": rows[0]["batches"],
+        **ladder_figures(img_per_s),
     }
     knobs = {
         "images": len(dataset),
         "px": px,
         "batch_size": batch_size,
         "step_ms": step_ms,
+        "rounds": rounds,
         "cores": os.cpu_count(),
         "main_threads": 1,
     }
-    return BenchResult(rows, figures, knobs=knobs, repeats=1)
+    return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
 
 
 def getitem_costs(dataset: Any, batch_size: int, repeat: int | None = None) -> dict[str, float]:

@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~1.0 min (measured on AMD EPYC, 2 cores, 2026-11-23) |
+# | **Run time** | <!-- run-time --> smoke ~40 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -46,7 +46,7 @@ print("ffcv importable:", HAVE_FFCV)
 # %% slideshow={"slide_type": "subslide"} tags=["defaults", "nbval-ignore-output"]
 rows = config.size("otto.rows")                 # rows of train.csv (61,878 in the real file); 80 % train
 batch_size = config.size("otto.batch_size")     # the seed's 1024: big batches + tiny model = loader-bound
-epochs = config.size("otto.epochs")             # timed epochs per loader, after one warm-up epoch each
+epochs = config.size("otto.epochs")             # timed rounds, one epoch of each loader per round: 6+ bound the interval
 train_epochs = config.size("otto.train_epochs") # epochs of the short training run per loader
 seed_rows = config.size("otto.seed_rows")       # the seed protocol's rows (39,601 = the seed's file)
 seed_batch_size = config.size("otto.seed_batch_size")  # its batch (1024; smaller at smoke, to keep batches to time)
@@ -220,12 +220,14 @@ for name, loader in loaders.items():
 # ## Load only: how fast can each loader hand out batches?
 #
 # Each loader runs one untimed warm-up epoch (numba compiles FFCV's pipeline there; the DataLoader starts its
-# worker), then `epochs` timed epochs, the loaders taking turns epoch by epoch so that the machine's changing
-# load hits all of them alike (`otto.compare`). Every batch of the epoch counts, the first one with the start-up
-# of the epoch; `otto.table` summarises the times per batch as the seed does.
+# worker), then `epochs` timed rounds in which every loader runs one epoch, in a new order each round, so that
+# the machine's changing load hits all of them alike (`otto.load_only`, over `otto.compare`). Every batch of the
+# epoch counts, the first one with the start-up of the epoch; `otto.table` summarises the times per batch as the
+# seed does, and `rates` holds each loader's samples/s per round: a ratio of two loaders is the median of their
+# per-round ratios.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-load = otto.table(otto.compare(loaders, epochs, None, device, "load only", skip=0), batch_size)
+load, rates = otto.load_only(loaders, epochs, batch_size, device)  # per-batch table, samples/s per round
 load.round({"mean": 5, "median": 5, "p95": 5, "min": 6, "uplift_%": 1, "samples_per_s": 0})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -238,7 +240,7 @@ for name in rate.index:
     ms = batch_size / rate[name] * 1e3
     verdict = "within" if 1 / 3 <= ms / predicted_ms[name] <= 3 else "missed"
     print(f"{name:>10}: predicted {predicted_ms[name]:.2f} ms per batch, measured {ms:.2f} ms: {verdict} "
-          f"(within means a factor 3); {rate[name] / rate['DataLoader']:.1f}x the DataLoader's samples/s")
+          f"(within means a factor 3); {measure.ratio(rates, name, 'DataLoader'):.1f}x the DataLoader's samples/s")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The DataLoader's time goes to Python, one row at a time, in a worker process that then has to send the batch
@@ -247,6 +249,22 @@ for name in rate.index:
 # prediction miss: a slower core or a busy one stretches the Python per row, and the copy rates depend on whether
 # a batch stays in cache. (`BatchLoader` gathers a few batches per call, about 512 KiB, and hands out slices of
 # it; that is why we count samples/s from the mean time per batch: its median batch is only a slice.)
+#
+# The helpers' loader has two targets of its own (in the claims registry): at least FFCV's samples/s, and many
+# times the DataLoader's. Each verdict comes from the per-round ratios: the 95-percent interval of their median
+# (order statistics, deterministic) must lie wholly above the target for "met" and wholly below for "missed"; an
+# interval that straddles it is "a tie on this machine". Fewer than six rounds cannot make a 95-percent interval,
+# so such a run reads as a tie; the half-width printed is what `epochs` rounds afford here.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "otto_helpers_over_dataloader_load")):
+    if other not in rates:
+        print(f"helpers over {other}: skipped, ffcv is not importable here")
+        continue
+    v = measure.verdict(measure.ratios(rates, "helpers", other), claims.get(name).at_least)
+    half = (v.high - v.low) / 2 / v.median
+    width = f"{half:.1%} of the median" if np.isfinite(half) else f"unbounded ({v.rounds} rounds; 6 or more bound it)"
+    print(f"helpers over {other}, load only: {v}\n    half-width of the interval: {width}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## A full training step behind each loader
@@ -302,7 +320,8 @@ def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     return factory
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-full = otto.table(otto.compare(loaders, epochs, mlp_factory(device, seed), device, "full step"), batch_size)
+full_times = otto.compare(loaders, epochs, mlp_factory(device, seed), device, "full step")  # batch times
+full = otto.table(full_times, batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -344,7 +363,7 @@ print("same order in both:", load_order == step_order)
 # | batches left out | none (load only), the first two of each epoch (step) | the first eleven of each epoch (the seed keeps `i > 10`) |
 # | last partial batch | dropped by every loader | dropped by FFCV (its default), kept by the DataLoader (its default) |
 # | workers, memory | one worker; pinned when there is a GPU | the same (`num_workers=1`, `pin_memory=True` on a GPU: pinning without one does nothing) |
-# | epochs | `otto.epochs`, loaders taking turns | 10, loaders taking turns (the seed ran one loader's epochs, then the other's) |
+# | epochs | `otto.epochs`, loaders taking turns in a new order each round | 10, the same turns (the seed ran one loader's epochs, then the other's) |
 #
 # The seed's table has one row per loader (mean, median, 0.95 quantile of the time per batch) and an uplift row
 # per column; here each uplift is a column. The helpers' loader runs under the same rules as a third row. The
@@ -433,7 +452,8 @@ print(f"final validation accuracy: {final.min():.3f} .. {final.max():.3f} (sprea
 # ## Saving the figures
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = otto.figures(load, full, seed_table)
+step_rounds = otto.per_round(full_times, epochs, measure.median)  # each round's median step, per loader
+figures = otto.figures(load, rates, full, step_rounds, seed_table, otto.per_round(seed_times, seed_epochs, measure.median))
 figures.update({f"otto_{n.lower()}_val_acc": float(final[n]) for n in final.index})
 figures.update({"otto_val_acc_spread": spread, "otto_val_acc_over_majority": float(final.min() - majority)})
 rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()}
@@ -454,26 +474,31 @@ print("saved", config.rel(measure.save_results("10_ffcv_otto", figures, rows, kn
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for key in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "otto_helpers_over_dataloader_load",
-            "otto_dataloader_step_over_ffcv_step"):
-    if key in figures:
-        print(f"{key}: {figures[key]:.1f}x")
-for key in ("otto_seed_protocol_uplift_pct", "otto_val_acc_spread"):
-    if key in figures:
-        print(f"{key}: {figures[key]:.3g}")
+            "otto_dataloader_step_over_ffcv_step", "otto_seed_protocol_uplift_pct"):
+    if key in figures:  # median of the per-round ratios, and its 95 % interval
+        print(f"{key}: {figures[key]:.3g} (95 % interval {figures[key + '_ci_low']:.3g} to "
+              f"{figures[key + '_ci_high']:.3g})")
+print(f"otto_val_acc_spread: {figures['otto_val_acc_spread']:.3g}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
 #
 # Seed 003: FFCV hands out Otto batches far faster than the DataLoader, and its step uplift is large on a GPU,
-# where the MLP step is nearly free. The load-only rates are checked here (measured in the same run, with wide
-# margins), with the helpers' own targets; the full-step and seed-protocol uplifts need a GPU to mean what the
-# seed measured, so their lines say so. Accuracy must not depend on the loader.
+# where the MLP step is nearly free. The load-only rates are checked here (measured in the same run), with the
+# helpers' own targets; the full-step and seed-protocol uplifts need a GPU to mean what the seed measured, so
+# their lines say so. Each of these ratios is judged by the 95-percent interval of its per-round ratios, saved
+# with it: reproduced or not only when the interval lies on one side of the threshold, else a tie on this
+# machine (as a run of fewer than six rounds always is). Those lines are the second cell, which nbval does not
+# compare. Accuracy must not depend on the loader: its checks (the first cell) are plain thresholds.
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
+for name in ("otto_val_acc_spread", "otto_val_acc_over_majority"):
+    claims.check(name, figures)
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 why = "" if HAVE_FFCV else "ffcv is not importable here (see notebook 00 to add it)"
 for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "otto_helpers_over_dataloader_load",
-             "otto_val_acc_spread", "otto_val_acc_over_majority", "otto_dataloader_step_over_ffcv_step",
-             "otto_seed_protocol_uplift_pct"):
+             "otto_dataloader_step_over_ffcv_step", "otto_seed_protocol_uplift_pct"):
     claims.check(name, figures, why=why)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

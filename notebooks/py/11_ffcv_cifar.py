@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables) |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> smoke ~46 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -47,8 +47,8 @@ batch_size = config.size("cifar.batch_size")   # the seed's 128; smaller batches
 resize = 48                                    # the seed's: resize to 48 x 48; larger zooms in, the crop keeps less
 crop = 32                                      # the seed's: keep the central 32 x 32 (FFCV: crop/resize of the side)
 depth, width = config.size("cifar.wrn")        # WRN-depth-width: a larger model hides more loading; 28-10 only at full
-epochs = config.size("cifar.epochs")           # load-only rounds (one epoch of each loader): more, steadier ratios
-steps = config.size("cifar.steps")             # timed training steps per loader (the model is the slow part)
+epochs = config.size("cifar.epochs")           # load-only rounds (one epoch of each loader): 6+ bound the interval
+steps = config.size("cifar.steps")             # timed training steps per loader, in rounds (the model is the slow part)
 num_workers = 1                                # the DataLoader's worker processes (the seed's 1); 0 loads in the loop
 device = config.device()                       # FASTLOOPS_DEVICE; CUDA when torch sees a GPU
 seed = 0                                       # data, weights and every loader's order
@@ -67,7 +67,7 @@ print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e
 # classes (a colour and a stripe direction per class); point `load_cifar10(root=...)` at the real folder to
 # use it.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
     data = cifar.prepare(train_size, test_size, resize, crop, seed)
 measure.show("generate + read (first run only), write .beton and memmaps", t.seconds)
@@ -325,6 +325,26 @@ plots.save(fig, "11_ffcv_cifar-load")
 for name in rate.index.drop("DataLoader"):
     print(f"{name}: {measure.ratio(rates, name, 'DataLoader'):.0f}x the DataLoader's images/s")
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Against the DataLoader the gaps are wide. The race the project cares about is closer: the helpers' on-the-fly
+# resize in the loop's thread against FFCV's compiled decoder in its one worker thread, the same budget of one
+# thread each. Its verdict comes from the per-round ratios: the 95-percent interval of their median (order
+# statistics, deterministic) must lie wholly above the target for "met" and wholly below for "missed"; an
+# interval that straddles it is "a tie on this machine". Fewer than six rounds cannot make a 95-percent interval,
+# so such a run reads as a tie. The `cifar` benchmark adds rounds, up to twice its first rounds' time, while the
+# interval is wider than +-5 percent of its median; the half-width below is what `epochs` rounds afford here.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+if "FFCV" in rates:
+    helpers_vs_ffcv = measure.verdict(measure.ratios(rates, "helpers", "FFCV"),
+                                      claims.get("cifar_helpers_over_ffcv_load").at_least)
+    print("helpers over FFCV, load only:", helpers_vs_ffcv)
+    half = (helpers_vs_ffcv.high - helpers_vs_ffcv.low) / 2 / helpers_vs_ffcv.median
+    print(f"half-width of the interval: {half:.1%} of the median" if math.isfinite(half) else
+          f"half-width of the interval: unbounded ({helpers_vs_ffcv.rounds} rounds; 6 or more bound it)")
+else:
+    print("skipped: ffcv is not importable here, so there is no FFCV loader to race")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## A full training step behind each loader
 #
@@ -377,8 +397,8 @@ def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
-waits, full = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)
-full, waits = cifar.table(full, batch_size), cifar.table(waits, batch_size)
+waits, step_seconds = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)
+full, waits = cifar.table(step_seconds, batch_size), cifar.table(waits, batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -454,9 +474,10 @@ if None not in fastest.values():
 # same layout, so the full-step table measures the loaders alone; compare its spread with the load-only gap.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates})
+figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates, "steps": step_seconds})
 rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()} for p, t in (("load", load), ("step", full)) for n in t.index]
 knobs = {"train_images": train_size, "batch_size": batch_size, "model": model.extra_repr(), "epochs": epochs,
+         "load_rounds": len(rates["helpers"]),
          "steps": steps, "resize": resize, "crop": crop, "num_workers": num_workers, "device": str(device),
          "ffcv": HAVE_FFCV}
 print("saved", measure.save_results("11_ffcv_cifar", figures, rows, knobs, repeats=steps).name)
@@ -477,23 +498,26 @@ print("saved", measure.save_results("11_ffcv_cifar", figures, rows, knobs, repea
 #
 # Seed 003 (CIFAR-10): FFCV's load-only step is far faster than the DataLoader's (-97 %), while the full
 # WRN step is only a little faster (-11 %): the relative gain of the full step is much smaller than that of
-# loading alone. Checked with ratios from the same run, against the thresholds in the claims registry. The
+# loading alone. Checked with figures from the same run, against the thresholds in the claims registry. The
 # project adds two aims of its own: the helpers load far faster than the DataLoader, and their on-the-fly
-# resize and crop keeps up with FFCV's compiled decoder on the same budget of one thread. That race is between
-# two loaders of about a millisecond per batch, so a busy core can flip it: its verdict is printed apart, and
-# nbval does not compare it. The full-step line needs a GPU: there the step's compute is asynchronous, so
-# loading can hide behind it.
+# resize and crop keeps up with FFCV's compiled decoder on the same budget of one thread. Each ratio of two
+# loaders is judged by the 95-percent interval of its per-round ratios, saved with it: reproduced or not only
+# when the interval lies on one side of the threshold, else a tie on this machine (as a run of fewer than six
+# rounds always is). Those lines are the second cell, which nbval does not compare; the first holds the checks
+# with plain thresholds (a share of the step, and the step gain over the load gain, a quotient of two saved
+# medians). The full-step line needs a GPU: there the step's compute is asynchronous, so loading can hide
+# behind it.
 
 # %% slideshow={"slide_type": "subslide"}
 no_ffcv = "ffcv is not importable here (notebook 00 says how to add it)"
-for name in ("cifar_ffcv_over_dataloader_load", "cifar_step_gain_over_load_gain"):
-    claims.check(name, figures, why=no_ffcv)
-claims.check("cifar_helpers_over_dataloader_load", figures)
+claims.check("cifar_step_gain_over_load_gain", figures, why=no_ffcv)
 claims.check("cifar_dataloader_load_share_pct", figures)
-claims.check("cifar_dataloader_step_over_ffcv_step", figures, why=no_ffcv, device=str(device))
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-claims.check("cifar_helpers_over_ffcv_load", figures, why=no_ffcv)
+for name in ("cifar_ffcv_over_dataloader_load", "cifar_helpers_over_ffcv_load"):
+    claims.check(name, figures, why=no_ffcv)
+claims.check("cifar_helpers_over_dataloader_load", figures)
+claims.check("cifar_dataloader_step_over_ffcv_step", figures, why=no_ffcv, device=str(device))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises

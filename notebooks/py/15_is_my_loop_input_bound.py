@@ -214,7 +214,7 @@ from fastloops_helpers import diagnose  # the package's, shown above
 for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", "COMPUTE_BOUND_HEADSPACE"):
     print(f"{name} = {getattr(advice, name)}")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # shown from fastloops_helpers.measure.advice
 # the verdict `diagnose` prints (the package's, called by diagnose)
 def verdict(wait_share: float, headspace: float) -> str:
@@ -229,11 +229,11 @@ def verdict(wait_share: float, headspace: float) -> str:
     return "balanced"
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Two loops whose costs are known by construction: a loader that sleeps before each batch of zeros, and the
 # stand-in step of notebook 07, which sleeps too (a GPU step leaves the CPU free in the same way).
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # shown from fastloops_helpers.measure.timeline
 # notebook 07's stand-in GPU step (the package's, used by every loop below)
 def gpu_like_step(seconds: float) -> Callable[[Any], None]:
@@ -263,13 +263,13 @@ class SleepyLoader:
             yield torch.zeros(self.batch_size, 4)
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A loader that sleeps 20 ms per batch in front of a 2 ms step waits 20 / (20 + 2) = 91 % of
 # the time, and the step alone runs (20 + 2) / 2 = 11x faster than the loop: input-bound. A loader that
 # returns at once in front of a 20 ms step waits about 0 % and has a headspace of about 1x: compute-bound.
 # Sleeping leaves the CPU free, so a busy machine can stretch these figures only a little.
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 from fastloops_helpers.experiments.diagnose import SleepyLoader  # the package's, shown above
 from fastloops_helpers.measure.timeline import gpu_like_step
 
@@ -278,13 +278,13 @@ fast_loader = diagnose(SleepyLoader(load_ms=0), gpu_like_step(0.020), batches=20
 print("20 ms loader, 2 ms step:", slow_loader.verdict)
 print("instant loader, 20 ms step:", fast_loader.verdict)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("instant loader", fast_loader, 0.0, 1.0)):
     print(f"{label}: predicted wait {wait:.0%}, measured {d.wait_share:.0%}; "
           f"predicted headspace {head:.3g}x, measured {d.headspace:.3g}x")
     print("   ", d)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The measured wait is a little above the sleep: `time.sleep` oversleeps by a fraction of a millisecond, and
 # the loop's own Python work between batches counts as neither wait nor step. The one-line `repr` names the
 # verdict and the first knob; `.table()`, `.advice()` and `.plot()` give the rest.

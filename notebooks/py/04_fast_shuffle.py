@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> smoke ~41 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -305,16 +305,16 @@ print(quasi_random_permutation(24, 6, 2, np.random.default_rng(0)).tolist())
 # `shuffle.quality_rows` measures the class mix of each order on the sorted data (labels in blocks of N / 10),
 # and trains a small MLP for a few epochs with SGD on the data in that order, then tests it on a held-out set.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 quality = pd.DataFrame(shuffle.quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS))
 quality.round(3)
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The entropy column is what the prediction was about; the accuracy column is what it does to training.
 # Batches from one class pull the model towards that class, then the next; the model forgets.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 def predicted_bits(g: int, classes: int = 10) -> float:
     k = BATCH_SIZE / g
     return float(np.log2(classes * (1 - (1 - 1 / classes) ** k))) if k > 1 else 0.0
@@ -325,7 +325,7 @@ for _, r in quality[quality.order == "grouped"].iterrows():
     _ = measure.predicted(f"grouped g={int(r.group_size)}: entropy bits", max(guess - 0.5, 1e-9), guess + 0.5,
                           r.entropy_bits, "bits", fmt=".2f")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The count of classes is an upper estimate for the entropy (the classes in a batch are not equally
 # represented), so small groups land a little below it. Groups larger than a batch miss the other way when a
 # batch straddles a class boundary or a group straddles two classes (a group larger than a class always does).

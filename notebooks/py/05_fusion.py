@@ -6,7 +6,7 @@
 # | **Question** | How much faster is a chain of pointwise ops (sin, cos, sigmoid, add, mul) when compiled into one kernel, and can we predict the gain from memory traffic? |
 # | **Seeds** | 000/001 "Other tips": *Fuse operator* |
 # | **GPU** | optional: the chain is also compiled for CUDA when a GPU is present |
-# | **Run time** | <!-- run-time --> smoke ~26 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~22 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # In eager PyTorch each pointwise op is its own kernel: it reads its inputs from memory and writes a full-size
 # result back, and the next op reads that result again. A compiler that fuses the chain into one kernel reads
@@ -114,7 +114,7 @@ print("compiled:", "yes" if compiled is not None else "no, eager numbers only")
 # calls per round for the small ones) and adds the bandwidth-bound floors; `speedup` is the median over rounds
 # of eager / compiled.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 rows = fusion.sweep(sizes, chain, compiled, repeat, bw, dtype=dtype)
 table = pd.DataFrame(rows)
 table.assign(**{c: table[c] * 1e3 for c in table if c.endswith("_s")}).rename(

@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> smoke ~40 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~50 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -430,7 +430,7 @@ side_by_side.round(1)
 # weights) for `train_epochs` epochs with each loader and compare validation accuracy with the majority-class
 # baseline. The orders differ (each loader has its own random generator), so the curves differ a little.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 curves = {name: otto.train_and_evaluate(loader, data, train_epochs, device, seed)
           for name, loader in measure.progress(loaders.items(), desc="training", total=len(loaders))}
 majority = float((data["y_val"] == np.bincount(y).argmax()).mean())
@@ -438,13 +438,13 @@ acc = pd.DataFrame(curves, index=pd.RangeIndex(1, train_epochs + 1, name="epoch"
 print(f"majority-class baseline: {majority:.3f}")
 acc.round(3)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 final = acc.iloc[-1]
 spread = float(final.max() - final.min())
 print(f"final validation accuracy: {final.min():.3f} .. {final.max():.3f} (spread {spread:.3f}); "
       f"the lowest is {final.min() - majority:+.3f} over the majority class")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Every loader feeds the same rows; only the order and the speed differ, so the final accuracies should agree
 # within the noise of the order, well above the majority class (the reproduction check states the margins).
 

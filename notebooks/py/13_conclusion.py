@@ -6,7 +6,7 @@
 # | **Question** | Which of the seeds' claims hold on this machine, by how much, and what should a fast training loop do first? |
 # | **Seeds** | all |
 # | **GPU** | no: it reads what the other notebooks saved; claims that need a GPU are marked as such |
-# | **Run time** | <!-- run-time --> smoke ~17 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~5.1 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # Every notebook saves its figures, with the machine, scale and commit they came from, as
 # `results/NN_name.json` (`measure.save_results`). This notebook reads them and prints what they say; it
@@ -43,7 +43,7 @@ print(f"{len(runs.notebooks(docs))} notebook results and {len(runs.benchmarks(do
 # result saved before the current run of the notebooks started is a leftover and is named below, as is any
 # figure name that two notebooks save (two quantities must never share a name).
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 saved = pd.DataFrame([{"notebook": name, "scale": d["provenance"].get("scale"), "device": d["provenance"].get("device"),
                        "figures": len(d["figures"]), "date": d["provenance"].get("date"),
                        "commit": (d["provenance"].get("commit") or "?")[:8]} for name, d in runs.notebooks(docs).items()])

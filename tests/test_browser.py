@@ -108,6 +108,9 @@ def test_lab_opens_and_runs_notebook_00_in_chromium(tmp_path):
     for cell in nb.cells:  # start blank, so every output and count on the page comes from this run
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            # a solution's input is collapsed in the lab and its prompt hidden with it: show it, so that every
+            # code cell's prompt can say the cell ran
+            cell.metadata.get("jupyter", {}).pop("source_hidden", None)
     nbformat.write(nb, work / "00_setup.ipynb")
     with lab_server(work, tmp_path) as url, browser.page() as (tab, remote):
         errors: list[str] = []

@@ -291,12 +291,18 @@ best = streaming.best_reader(rows)
 per_round = streaming.best_over_memmap_rounds(rows, seconds)
 _ = measure.predicted(f"best stream ({best}) over the memmap, decoding on", 0, 0.05, measure.median(per_round), "x")
 print(measure.verdict(per_round, 0.5, higher_is_better=False))
+spread = {on: table.loc[list(streaming.READERS), col].max() / table.loc[list(streaming.READERS), col].min()
+          for on, col in (("off", "read_img_per_s"), ("on", "img_per_s"))}
+print(f"fastest over slowest stream: {spread['off']:.2f}x with decoding off, {spread['on']:.2f}x with decoding on")
+_ = measure.predicted("fastest over slowest stream, decoding on (the same decoder for all)", 1, 1.5, spread["on"], "x")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# With decoding on, the three readers land close together: they share the decoder, and decoding, not the wire,
-# is the limit on a machine with few cores. Their differences show with decoding off: one request at a time pays
-# the latency once per shard; `ahead` requests in flight overlap it; and a reader's own Python work per sample and
-# per byte (parsing, copying into Python objects) takes CPU that the server and the decoder also need. Read
+# With decoding on, every reader runs the same decoder, so what separates them is what each adds on top of it:
+# the wait on the wire that a reader with one request in flight does not overlap with decoding, and its own Python
+# work per sample and per byte (parsing, copying into Python objects), which takes CPU that the decoder and the
+# server also need on a machine with few cores. The lines above print how far apart the readers land with decoding
+# on and off, and whether the prediction of one shared rate held. Their differences with decoding off come from
+# the wire: one request at a time pays the latency once per shard; `ahead` requests in flight overlap it. Read
 # amplification above 1 means a reader fetched bytes twice (`datasets` reads each Parquet footer, then the row
 # groups, with several range requests). `datasets` also pays a set-up before its first sample (`setup_s`): its
 # `load_dataset` resolves every shard's URL and asks for its metadata, two round trips per shard, so build it once
@@ -319,8 +325,8 @@ for r in sweep:
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Where the profile gives more than the process can use, the efficiency is low and says nothing about the store:
-# the reader is CPU-bound. Where it gives less, the latency and the requests in flight decide, as predicted. Section
-# 8 shows where the time goes when the wire is not the limit.
+# the reader is CPU-bound. Where it gives less, the latency and the requests in flight should decide; the lines above
+# say whether each prediction held. Section 8 shows where the time goes when the wire is not the limit.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Shuffle quality: what a buffer buys on class-sorted shards
@@ -425,10 +431,10 @@ print(f"img/s: no buffer {cost['img_per_s_no_buffer']:.0f}, buffer of {large_buf
 print("shuffle buffer cost:", measure.verdict(cost["ratios"], 1.1, higher_is_better=False))
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# On class-sorted shards the buffer is what makes the batches mixed, and its throughput cost is small next to the
-# wire and the decoder; its real costs are the memory and the wait before the first batch. Shuffling at write time
-# (the second layout) makes a small buffer enough, which is why large-scale pipelines shuffle once when they write
-# their shards.
+# On class-sorted shards the buffer is what makes the batches mixed. Its throughput cost is printed above with its
+# interval; its other costs hold on any machine: the memory it holds and the wait before the first batch, while it
+# fills. Shuffling at write time (the second layout) makes a small buffer enough, which is why large-scale pipelines
+# shuffle once when they write their shards.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 5. Two ranks, one epoch
@@ -475,6 +481,15 @@ for r in rank_rows:
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 resume_rows = streaming.resume(data, resume_after, resume_shards, profile)
 print(pd.DataFrame(resume_rows).set_index("reader").round(2).to_string())
+resume_counts = [len(x) for x in data.sorted.labels[:resume_shards]]
+resume_all, resume_rest = sum(resume_counts), sum(resume_counts) - resume_after
+resume_shard_start = max(s for s in (sum(resume_counts[:i]) for i in range(resume_shards)) if s <= resume_after)
+resume_price = {r["reader"]: r["resumed_bytes_over_rest"] for r in resume_rows}
+_ = measure.predicted(f"re-read from the start (webdataset tar): all / rest = {resume_all} / {resume_rest}",
+                      0.9 * resume_all / resume_rest, 1.1 * resume_all / resume_rest, resume_price["webdataset tar"])
+_ = measure.predicted(f"saved place (pyarrow Parquet): the rest from the stopped shard's start, "
+                      f"{resume_all - resume_shard_start} / {resume_rest}", 0,
+                      1.1 * (resume_all - resume_shard_start) / resume_rest, resume_price["pyarrow Parquet"])
 
 # %% slideshow={"slide_type": "subslide"}
 for r in resume_rows:
@@ -482,10 +497,14 @@ for r in resume_rows:
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # All three can give the same remaining samples; what differs is the price. The last column is the bytes the
-# resumed run fetched over the bytes of what was left: about 1 for a reader that saves its place (plus the rest of
-# the shard it stopped in), far more for one that must re-read from the start. A shuffle buffer's contents are
-# not saved by any of them: with a buffer, an exact resume also needs the buffer's samples, or a buffer refilled
-# from a saved position, as the docs of `datasets` warn.
+# resumed run fetched over the bytes of what was left. A reader that saves its place fetches the rest, plus the part
+# of the shard it stopped in that it had read already. One that must re-read from the start fetches everything it
+# had read again, so its price is all / rest: small when the stop comes early in an epoch, as here (`resume_after`
+# samples into `resume_shards` shards), and without bound as the stop nears the epoch's end. `datasets` saves its
+# place but adds its metadata reads (footers, row groups) to the price, so here it may pay more than the reader that
+# re-reads. The cell above prints both predictions beside what was measured. A shuffle buffer's contents are not
+# saved by any of them: with a buffer, an exact resume also needs the buffer's samples, or a buffer refilled from a
+# saved position, as the docs of `datasets` warn.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 7. Bad shards
@@ -589,32 +608,44 @@ ex1 = {a: streaming.profile_sweep(data, "pyarrow Parquet", [profile], batch_size
 for ex1_ahead, ex1_row in ex1.items():
     print(f"ahead={ex1_ahead}: {ex1_row['MB_per_s']:.0f} MB/s (predicted {ex1_row['predicted_MB_per_s']:.0f}), "
           f"wire efficiency {ex1_row['wire_efficiency']:.2f}, first batch {ex1_row['first_batch_s'] * 1e3:.0f} ms")
-assert all(r["images"] == images and abs(r["read_amplification"] - 1) < 0.01 for r in ex1.values())
+# one request at a time pays every shard's latency in series: section 2's arithmetic gives it less than `ahead` + 1
+assert ex1[0]["predicted_MB_per_s"] < ex1[ahead]["predicted_MB_per_s"]
+assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification"] - 1) < 0.01 for r in ex1.values())
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** How large must the buffer be for the class-sorted shards to reach 0.95 of the full shuffle's entropy, with
-# one shard at a time and with four? Sweep buffer sizes on the labels alone (`streaming.epoch_labels` and
-# `streaming.entropy`) and express the answer in shards (buffer / samples per shard). Look at the tail too: the last
-# batches of an epoch are mixed worse than the rest when shards run out.
+# one shard at a time and with four, and how much buffer do the three extra open shards save? Sweep buffer sizes on
+# the labels alone (`streaming.epoch_labels` and `streaming.entropy`) in steps of a quarter shard (a doubling sweep
+# jumps over the difference), average a few epochs (each epoch shuffles its shards anew), and express the answer in
+# shards (buffer / samples per shard). Section 4's arithmetic predicts the saving: a batch's window spans
+# `at_once + (2 x buffer + batch) / shard` shards, so three more open shards are worth 1.5 shards of buffer. Look at
+# the tail too: the last batches of an epoch are mixed worse than the rest when shards run out.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
-def ex2_needed(at_once, target=0.95):
-    """Return (buffer, tail entropy share) of the smallest buffer in a doubling sweep reaching `target` of full."""
+import numpy as np
+
+
+def ex2_needed(at_once, step, target=0.95, epochs=4):
+    """Return (buffer, tail share): the smallest buffer, in steps of `step`, whose mean entropy over `epochs` epochs
+    reaches `target` of the full shuffle's."""
     src, full = data.sorted, entropies[0]["full_shuffle_bits"]
-    b = 1
-    while True:
-        order = streaming.epoch_labels(src.labels, b, at_once)
-        if streaming.entropy(order, batch_size) >= target * full or b >= src.samples:
-            return b, streaming.entropy(order, batch_size, streaming.TAIL) / full
-        b *= 2
+    for b in range(0, src.samples + step, step):
+        orders = [streaming.epoch_labels(src.labels, b, at_once, epoch=e) for e in range(epochs)]
+        if np.mean([streaming.entropy(o, batch_size) for o in orders]) >= target * full:
+            return b, np.mean([streaming.entropy(o, batch_size, streaming.TAIL) for o in orders]) / full
+    return src.samples + step, float("nan")  # never reached: more than the whole epoch
 
 
 ex2_per_shard = data.sorted.samples / len(data.sorted.names)
-for ex2_k in (1, 4):
-    ex2_b, ex2_tail = ex2_needed(ex2_k)
-    print(f"{ex2_k} shard(s) at once: a buffer of {ex2_b} samples ({ex2_b / ex2_per_shard:.1f} shards) reaches 0.95 "
+ex2_step = max(1, round(ex2_per_shard / 4))
+ex2 = {k: ex2_needed(k, ex2_step) for k in (1, 4)}
+for ex2_k, (ex2_b, ex2_tail) in ex2.items():
+    print(f"{ex2_k} shard(s) at once: a buffer of {ex2_b} samples ({ex2_b / ex2_per_shard:.2f} shards) reaches 0.95 "
           f"of the full shuffle; the tail reaches {ex2_tail:.2f}")
-assert ex2_needed(1)[0] >= ex2_needed(4)[0], "reading more shards at once should never need a larger buffer"
+ex2_saved = (ex2[1][0] - ex2[4][0]) / ex2_per_shard
+print(f"four shards at once save {ex2[1][0] - ex2[4][0]} samples of buffer: {ex2_saved:.2f} shards "
+      f"(predicted 1.5; the sweep's resolution is {ex2_step / ex2_per_shard:.2f} shard)")
+assert ex2[4][0] <= ex2[1][0] - ex2_step, "four open shards should need at least one step less buffer than one"
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Three ranks instead of two. What does the helpers' `split_shards` say when the shard count does not divide
@@ -643,18 +674,47 @@ print(f"split_dataset_by_node: {len(ex3_keys)} samples read, {len(set(ex3_keys))
       f"bytes fetched {ex3_bytes:.2f}x the data set")
 assert len(ex3_keys) == len(set(ex3_keys)) == data.sorted.samples
 
+
 # %% [markdown] slideshow={"slide_type": "-"}
-# **4.** Fewer, bigger shards: write the same images as a quarter as many shards and read each set once with
-# WebDataset at the same-region profile, decoding off. Predict the change from section 2's arithmetic: the same
-# latency per request, four times the bytes per request. Look at the wire efficiency and the first-batch latency:
-# bigger shards use one connection better but take longer to start and to mix.
+# **4.** Fewer, bigger shards: write the same images as a quarter as many shards and read each set once at the
+# same-region profile, decoding off, with WebDataset (curl streams a shard: samples come out as its bytes arrive)
+# and with the pyarrow reader fetching one shard at a time (`ahead = 0`: a whole shard in one GET, parsed once it
+# has all arrived). Does a bigger shard delay the first batch? Decompose each first batch: the latency of every
+# shard the first batch touches, the bytes it must wait for at the per-connection rate (the first batch's own
+# bytes for a stream, whole shards for the whole-shard reader), and the rest (starting curl, parsing, Python);
+# decoding is off, so no decode. Look at which reader's wait grows with the shard, and at the wire efficiency.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+def ex4_model(src, reader):
+    """Return (latency s, transfer s) the first batch must wait for: shards it touches, bytes at one connection."""
+    p, per_shard = store.profile(profile), src.samples / len(src.names)
+    touched = int(np.searchsorted(np.cumsum([len(x) for x in src.labels]), batch_size)) + 1  # shards it reads from
+    shard_bytes = src.nbytes(streaming.suffix(reader)) / len(src.names)
+    waited = batch_size * shard_bytes / per_shard if reader == "webdataset tar" else touched * shard_bytes
+    return touched * p.latency_s, waited / p.per_connection_bytes_s
+
+
 ex4_fewer = max(world_size, n_shards // 4)
-ex4_sets = {n_shards: data, ex4_fewer: streaming.make_data(images, ex4_fewer, layouts=("sorted",))}
-ex4 = {k: streaming.profile_sweep(d, "webdataset tar", [profile], batch_size, ahead)[0] for k, d in ex4_sets.items()}
-for ex4_k, ex4_row in ex4.items():
-    print(f"{ex4_k} shards: {ex4_row['MB_per_s']:.0f} MB/s (predicted {ex4_row['predicted_MB_per_s']:.0f}), "
-          f"wire efficiency {ex4_row['wire_efficiency']:.2f}, first batch {ex4_row['first_batch_s'] * 1e3:.0f} ms")
-ex4_predicted = [r["predicted_MB_per_s"] for r in ex4.values()]
-assert ex4_predicted[1] > ex4_predicted[0] and all(r["images"] == images for r in ex4.values())
+ex4_sets = {n_shards: data.sorted, ex4_fewer: streaming.make_data(images, ex4_fewer, layouts=("sorted",)).sorted}
+ex4_rows = []
+for ex4_reader in ("webdataset tar", "pyarrow Parquet"):
+    for ex4_k, ex4_src in ex4_sets.items():
+        with store.serve(ex4_src.folder, profile) as ex4_s:
+            ex4_r = streaming.wire_epoch(ex4_reader, ex4_s, ex4_src, batch_size, 0)
+        ex4_lat, ex4_xfer = ex4_model(ex4_src, ex4_reader)
+        ex4_rows.append({"reader": ex4_reader, "shards": ex4_k, "images": ex4_r["images"],
+                         "first batch ms": ex4_r["first_batch_s"] * 1e3, "latency ms": ex4_lat * 1e3,
+                         "transfer ms": ex4_xfer * 1e3, "rest ms": (ex4_r["first_batch_s"] - ex4_lat - ex4_xfer) * 1e3,
+                         "MB/s": ex4_r["MB_per_s"], "wire efficiency": ex4_r["wire_efficiency"]})
+ex4 = pd.DataFrame(ex4_rows).set_index(["reader", "shards"])
+print(ex4.round(2).to_string())
+ex4_wait = (ex4["latency ms"] + ex4["transfer ms"]).unstack()
+for ex4_reader in ex4_wait.index:
+    print(f"{ex4_reader}: {ex4_fewer} bigger shards over {n_shards}: modelled wait "
+          f"{ex4_wait.loc[ex4_reader, ex4_fewer] / ex4_wait.loc[ex4_reader, n_shards]:.2f}x, measured first batch "
+          f"{ex4.loc[(ex4_reader, ex4_fewer), 'first batch ms'] / ex4.loc[(ex4_reader, n_shards), 'first batch ms']:.2f}x")
+# a stream waits for its first batch's bytes, never more: a bigger shard cannot lengthen its wait; a whole-shard
+# reader waits for the whole shard, so four times the bytes per shard lengthen its wait
+assert ex4_wait.loc["webdataset tar", ex4_fewer] <= ex4_wait.loc["webdataset tar", n_shards]
+assert ex4_wait.loc["pyarrow Parquet", ex4_fewer] > 1.5 * ex4_wait.loc["pyarrow Parquet", n_shards]
+assert (ex4["images"] == images).all() and len(ex4) == 4

@@ -1,9 +1,12 @@
+import gc
+import os
+
 import psutil
 import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
+from fastloops_helpers.load.process_prefetch import ProcessPrefetcher, start_method_for
 
 CPU = "cpu"
 
@@ -147,3 +150,90 @@ def test_a_second_epoch_after_the_parent_used_intra_op_threads_does_not_hang():
     for _ in range(2):
         assert sum(int(torch.equal(g, w)) for g, w in zip(pf, big)) == 4  # the clones use the parent's threads
     assert not children()
+
+
+class AbortsElsewhere:
+    """Cyclic garbage whose finaliser aborts the process it runs in unless that is its creator's, as freeing an
+    inherited CUDA tensor does in a forked child (exit code -6)."""
+
+    def __init__(self):
+        self.pid, self.cycle = os.getpid(), self
+
+    def __del__(self):
+        if os.getpid() != self.pid:
+            os.abort()
+
+
+class Collecting(Batches):
+    """Batches whose iteration runs the garbage collector, as a queue's feeder thread may at any allocation; it
+    first drops what it was told to drop (objects the child inherited)."""
+
+    def __init__(self, n=3, drop=None):
+        super().__init__(n=n)
+        self.drop = drop if drop is not None else []
+
+    def __iter__(self):
+        self.drop.clear()
+        for b in super().__iter__():
+            gc.collect()
+            yield b
+
+
+class DiesAfterOne(Batches):
+    """A loader whose process ends abruptly after its first batch."""
+
+    def __iter__(self):
+        yield from batches(1)
+        os._exit(7)
+
+
+def _with_collector_off(loader, **kwargs):
+    """Iterate a ProcessPrefetcher with automatic collection off, so garbage made before it is still there."""
+    gc.disable()
+    try:
+        return [b["i"] for b in ProcessPrefetcher(loader, device=kwargs.pop("device", CPU), **kwargs)]
+    finally:
+        gc.enable()
+
+
+def test_the_parents_garbage_is_not_collected_in_the_forked_child():
+    AbortsElsewhere()  # garbage now, collected by the next full collection: in the child it would abort it
+    assert _with_collector_off(Collecting(), start_method="fork") == [0, 1, 2]
+    assert not children()
+
+
+def test_what_the_child_inherited_and_releases_is_not_collected_there():
+    keep = [AbortsElsewhere()]  # alive in the parent; the child drops it, leaving a cycle its collector could free
+    assert _with_collector_off(Collecting(drop=keep), start_method="fork") == [0, 1, 2]
+    assert len(keep) == 1 and not children()
+
+
+def test_once_cuda_is_initialised_the_child_starts_from_a_fresh_process(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    assert start_method_for(None) is None and start_method_for("spawn") == "spawn"
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    assert start_method_for(None) == "forkserver" and start_method_for("fork") == "fork"
+    assert [b["i"] for b in ProcessPrefetcher(Batches(n=3), device=CPU)] == [0, 1, 2]
+    with pytest.raises(TypeError, match="the loader must pickle.*define its dataset"):
+        list(ProcessPrefetcher(batches(3), device=CPU))  # a generator cannot be sent to a fresh process
+
+
+def test_a_fresh_process_reports_the_loaders_exception_and_its_own_death():
+    with pytest.raises(ValueError, match="broken batch 1") as err:
+        list(ProcessPrefetcher(Batches(fail_at=1), device=CPU, start_method="forkserver"))
+    assert "ProcessPrefetcher's process after 1 batch" in "".join(err.value.__notes__)
+    with pytest.raises(RuntimeError, match="exited with code 7"):
+        list(ProcessPrefetcher(DiesAfterOne(), device=CPU, start_method="forkserver"))
+    assert not children()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("start_method", [None, "fork"])
+def test_after_cuda_was_used_and_left_garbage_batches_still_arrive(start_method):
+    x = torch.ones(1024, device="cuda")
+    x.record_stream(torch.cuda.Stream())  # freeing it then records an event: a CUDA call, fatal in a forked child
+    cycle = [x, AbortsElsewhere()]
+    cycle.append(cycle)
+    del x, cycle  # CUDA garbage, as a training step leaves
+    got = _with_collector_off(Collecting(n=5), device="cuda", depth=2, start_method=start_method)
+    assert got == [0, 1, 2, 3, 4] and not children()

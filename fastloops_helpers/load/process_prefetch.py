@@ -8,6 +8,7 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
+import gc
 import pickle
 import queue
 import traceback
@@ -36,7 +37,9 @@ class ProcessPrefetcher:
         where the slots are page-locked once). Without slots, each batch travels as torch's multiprocessing
         sends tensors (moved to shared memory in the child, mapped without a copy here), as DataLoader workers do.
         A batch whose shapes do not fit the slots (a larger or differently shaped one) travels that way too.
-    start_method : `fork`, `spawn` or `forkserver`; default: the platform's.
+    start_method : `fork`, `spawn` or `forkserver`; default: `forkserver` once this process has initialised CUDA
+        (a forked child inherits CUDA state it cannot use: freeing an inherited CUDA tensor there aborts it),
+        else the platform's. Under `spawn`/`forkserver` the loader must pickle.
 
     Order is kept. An exception raised by the loader is raised here, with its type and message, after the
     batches before it, and a note saying where it came from; a child that dies without a word raises a
@@ -81,10 +84,9 @@ class ProcessPrefetcher:
 
     def _iterate(self) -> Iterator[Any]:
         """Start the child, yield what it sends, and stop and join it however the loop ends."""
-        ctx = mp.get_context(self.start_method)
+        method = start_method_for(self.start_method)
+        ctx = mp.get_context(method)
         ready, free, stop = ctx.Queue(maxsize=self.depth + 1), ctx.Queue(), ctx.Event()
-        for slot in range(self.depth):
-            free.put(slot)
         # not a daemon: a daemon may not start processes, and the loader may have workers of its own
         # (typeshed types get_context(str) as BaseContext, which lacks Process; every real context has it)
         child = ctx.Process(  # type: ignore[attr-defined]
@@ -93,7 +95,9 @@ class ProcessPrefetcher:
             name="ProcessPrefetcher",
             daemon=False,
         )
-        child.start()
+        _start(child, method)
+        for slot in range(self.depth):  # after the fork: the queue's feeder thread must not be copied into the child
+            free.put(slot)
         stager = _Stager(self.device) if self.cuda else None  # type: ignore[arg-type]  # cuda: a device is set
         try:
             yield from self._receive_batches(ready, free, child, stager)
@@ -135,6 +139,49 @@ class ProcessPrefetcher:
         for position, tensor in zip(positions, moved):
             leaves[position] = tensor
         return tree_unflatten(leaves, spec)
+
+
+def start_method_for(requested: str | None) -> str | None:
+    """Return the start method to use: `requested`; else `forkserver` once CUDA is initialised; else the default.
+
+    A forked child inherits the parent's CUDA tensors but cannot use CUDA: when its garbage collector (or any
+    release) frees one, the CUDA caching allocator aborts the child. A forkserver child starts from a fresh
+    process that never touched CUDA. None means the platform's default. Explained in
+    notebooks/07_dataloader_anatomy.ipynb.
+    """
+    if requested is not None:
+        return requested
+    if not torch.cuda.is_initialized():
+        return None
+    if "forkserver" not in mp.get_all_start_methods():
+        return "spawn"
+    # the server imports these once; each child forked from it then starts without importing torch again
+    mp.get_context("forkserver").set_forkserver_preload(["__main__", "torch", __name__])
+    return "forkserver"
+
+
+def _start(child: Any, method: str | None) -> None:
+    """Start `child` after a full collection, with the survivors frozen for its duration.
+
+    Under fork the child inherits every object: collecting first runs the parent's garbage here, and freezing
+    keeps the child's collector off what it inherited (a CUDA tensor freed there aborts it).
+    """
+    gc.collect()
+    already_frozen = gc.get_freeze_count() > 0  # the caller froze objects on purpose: leave them frozen
+    gc.freeze()
+    try:
+        child.start()
+    except (pickle.PicklingError, TypeError, AttributeError) as exc:
+        raise TypeError(
+            f"ProcessPrefetcher could not send the loader to its process (start method {method or 'default'}): "
+            f"{exc}. Under spawn or forkserver (the default once this process has initialised CUDA) the loader "
+            "must pickle: define its dataset, sampler and collate classes in a module, not in a notebook cell "
+            "or a function, and pass no generator or lambda; or pass start_method='fork' if the loader never "
+            "touches CUDA."
+        ) from exc
+    finally:
+        if not already_frozen:
+            gc.unfreeze()
 
 
 class _Stager:

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
+import re
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import metadata
+from pathlib import Path
 
 import torch
 
+from .. import config
 from .clock import Timer
 
 SYSLIBS = "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev"
@@ -93,8 +97,71 @@ def check_compile(device: str = "cpu") -> tuple[bool, str, str]:
     return ok, f"inductor on {device}, first call {first_call.seconds:.1f} s (compile included)", ""
 
 
-CHECKS: dict[str, tuple[Callable[[], tuple[bool, str, str]], str]] = {
-    "CUDA GPU": (check_gpu, "06, 07, 11 (GPU parts)"),
+_UNITS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30}
+
+
+def cache_sizes(cpu: int = 0) -> dict[str, int]:
+    """Return {"L1d": bytes, "L2": bytes, "L3": bytes, ...} of one core's data caches, from Linux's sysfs.
+
+    Empty where sysfs does not say (macOS, Windows, some containers). Explained in notebooks/00_setup.ipynb.
+    """
+    found = {}
+    for index in sorted(Path(f"/sys/devices/system/cpu/cpu{cpu}/cache").glob("index*")):
+        try:
+            level, kind, size = ((index / f).read_text().strip() for f in ("level", "type", "size"))
+        except OSError:
+            continue
+        number, unit = (size, "") if size.isdigit() else (size[:-1], size[-1])
+        if kind == "Instruction" or not number.isdigit() or unit not in _UNITS:
+            continue
+        found[f"L{level}" + ("d" if kind == "Data" else "")] = int(number) * _UNITS[unit]
+    return found
+
+
+GPU_ANSWERS = {
+    "optional": "optional",
+    "yes": "needed",
+    "needed": "needed",
+    "required": "needed",
+    "no": "",
+    "not needed": "",
+}  # a card's GPU row starts with one of these
+_GPU_ROW = re.compile(r"^\|\s*\*\*GPU\*\*\s*\|\s*([^|]*?)\s*\|", re.MULTILINE)
+
+
+def gpu_card(notebook: Path) -> str:
+    """Return what a notebook's card says about a GPU: "optional", "needed", or "" (not needed)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    found = _GPU_ROW.search("".join(cells[0]["source"])) if cells else None
+    if found is None:
+        raise ValueError(f"{notebook.name}: its first cell has no '| **GPU** |' row")
+    answer = found.group(1).split(":")[0].strip().lower()
+    if answer not in GPU_ANSWERS:
+        raise ValueError(f"{notebook.name}: GPU row starts with {answer!r}, expected one of {sorted(GPU_ANSWERS)}")
+    return GPU_ANSWERS[answer]
+
+
+def gpu_notebooks(folder: Path | None = None) -> dict[str, str]:
+    """Return {notebook number: "optional" | "needed"} for every notebook whose card says it uses a GPU.
+
+    Read from the cards, so the list cannot drift from them. Explained in notebooks/00_setup.ipynb.
+    """
+    folder = config.project_root() / "notebooks" if folder is None else Path(folder)
+    cards = {path.name[:2]: gpu_card(path) for path in sorted(folder.glob("[0-9][0-9]_*.ipynb"))}
+    return {number: answer for number, answer in cards.items() if answer}
+
+
+def _gpu_used_by() -> str:
+    try:
+        numbers = list(gpu_notebooks())
+    except (OSError, ValueError):  # an installed wheel has no notebooks folder
+        return "the notebooks whose card marks a GPU as optional or needed"
+    return ", ".join(numbers) + " (GPU parts)" if numbers else "none"
+
+
+# used_by: the notebooks that skip a part without it (a function: read when checked, from the cards)
+CHECKS: dict[str, tuple[Callable[[], tuple[bool, str, str]], str | Callable[[], str]]] = {
+    "CUDA GPU": (check_gpu, _gpu_used_by),
     "ffcv": (check_ffcv, "10, 11"),
     "tensorflow": (lambda: _package("tensorflow-cpu", "tensorflow", "pip install tensorflow-cpu"), "01"),
     "libjpeg-turbo in Pillow": (check_libjpeg_turbo, "07, 08, 09"),
@@ -113,5 +180,6 @@ def check_all() -> list[Capability]:
     found = []
     for name, (check, used_by) in CHECKS.items():
         ok, detail, how = check()
-        found.append(Capability(name, bool(ok), detail, "" if ok else how, used_by))
+        notebooks = used_by() if callable(used_by) else used_by
+        found.append(Capability(name, bool(ok), detail, "" if ok else how, notebooks))
     return found

@@ -1,0 +1,113 @@
+"""measure.steps: each loader waits as it would alone, in blocks that still take turns."""
+
+import statistics
+import time
+
+import pytest
+import torch
+
+from fastloops_helpers.measure import Timer
+from fastloops_helpers.measure.steps import Blocks, compare_steps, producers
+
+STEP_S = 0.010  # the simulated step: shorter than the slow loader's batch (32 samples x 1 ms)
+
+
+class SlowRows(torch.utils.data.Dataset):
+    """A Dataset that sleeps 1 ms per sample: a batch of 32 takes over 32 ms in its worker."""
+
+    def __len__(self) -> int:
+        return 32 * 40
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        time.sleep(0.001)
+        return torch.zeros(4), 0
+
+
+def sleep_step(x, y) -> None:
+    time.sleep(STEP_S)
+
+
+def waits_alone(loader, timed: int = 12, skip: int = 2) -> list[float]:
+    """The loader alone in a plain training loop: the wait for each batch after the first `skip`."""
+    batches, waits = iter(loader), []
+    for i in range(skip + timed):
+        with Timer() as wait:
+            batch = next(batches)
+        sleep_step(*batch)
+        if i >= skip:
+            waits.append(wait.seconds)
+    del batches  # shuts its worker down
+    return waits
+
+
+def test_a_slow_one_worker_loader_waits_beside_an_instant_one_as_it_waits_alone():
+    slow = torch.utils.data.DataLoader(SlowRows(), batch_size=32, num_workers=1)
+    instant = [(torch.zeros(32, 4), torch.zeros(32))] * 40
+    alone, beside = [], []
+    for _ in range(3):  # alone and beside take turns too: a busy machine slows both alike
+        alone += waits_alone(slow, timed=6)
+        times = compare_steps({"slow": slow, "instant": instant}, lambda: sleep_step, rounds=2, blocks=Blocks(1, 3))
+        beside += times.flat("waits")["slow"]
+    alone_s, beside_s = statistics.median(alone), statistics.median(beside)
+    assert alone_s > STEP_S  # the loader is slower than the step: alone, the loop waits for it
+    assert abs(beside_s / alone_s - 1) <= 0.15, f"waits {beside_s * 1e3:.1f} ms beside, {alone_s * 1e3:.1f} ms alone"
+
+
+def test_blocks_take_turns_with_fresh_iterators_closed_before_the_next_block():
+    events = []
+
+    class Loader:
+        def __init__(self, name):
+            self.name = name
+
+        def __iter__(self):
+            events.append(("start", self.name))
+            try:
+                for i in range(10):
+                    yield torch.tensor(i), torch.tensor(0)
+            finally:
+                events.append(("closed", self.name))
+
+    times = compare_steps({"a": Loader("a"), "b": Loader("b")}, lambda: lambda x, y: None, 4, Blocks(2, 3))
+    assert [len(r) for r in times.steps["a"]] == [3] * 4 and len(times.flat("waits")["b"]) == 12
+    assert [kind for kind, _ in events] == ["start", "closed"] * 8
+    assert all(events[i + 1] == ("closed", events[i][1]) for i in range(0, 16, 2))  # closed before the next starts
+    assert sorted(n for kind, n in events if kind == "start") == ["a"] * 4 + ["b"] * 4
+
+
+def test_every_loader_gets_its_own_step_and_each_batch_passes_through_it():
+    seen = []
+
+    def factory():
+        mine = []
+        seen.append(mine)
+        return lambda x, y: mine.append(int(x))
+
+    compare_steps({"a": [(torch.tensor(i), 0) for i in range(5)]}, factory, 2, Blocks(settle=2, timed=None))
+    assert seen == [[0, 1, 2, 3, 4] * 2]  # timed=None runs to the end of the epoch
+
+
+def test_per_round_and_flat_keep_the_rounds_apart():
+    times = compare_steps({"a": [(0, 0)] * 6, "b": [(0, 0)] * 6}, lambda: lambda x, y: None, 3, Blocks(1, 2))
+    assert {k: len(v) for k, v in times.per_round("waits").items()} == {"a": 3, "b": 3}
+    assert times.per_round("steps", max)["a"] == [max(r) for r in times.steps["a"]]
+    assert all(w <= s for w, s in zip(times.flat("waits")["a"], times.flat("steps")["a"]))
+    with pytest.raises(ValueError, match="'steps' or 'waits'"):
+        times.flat("wait")
+
+
+def test_a_dataloader_with_workers_is_timed_over_whole_bursts():
+    rows = torch.utils.data.TensorDataset(torch.zeros(64, 2), torch.zeros(64))
+    two = torch.utils.data.DataLoader(rows, batch_size=4, num_workers=2)
+    assert producers(two) == 2 and producers(torch.utils.data.DataLoader(rows)) == 1 and producers([1]) == 1
+    times = compare_steps({"two": two}, lambda: lambda x, y: None, 1, Blocks(1, 3))
+    assert [len(r) for r in times.steps["two"]] == [4]  # 3 timed steps rounded up to two bursts of 2
+
+
+def test_what_cannot_be_compared_is_named():
+    with pytest.raises(ValueError, match="'it' is an iterator"):
+        compare_steps({"it": iter([(0, 0)])}, lambda: lambda x, y: None, 1)
+    with pytest.raises(ValueError, match="'short' ran out after 3 batches"):
+        compare_steps({"short": [(0, 0)] * 3}, lambda: lambda x, y: None, 1, Blocks(2, 2))
+    with pytest.raises(ValueError, match="settle >= 1"):
+        Blocks(settle=0)

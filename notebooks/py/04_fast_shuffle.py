@@ -168,7 +168,8 @@ def permuters(n: int, group_size: int, seed: int = 0,
 # a few ns more, so about 4-25 ns per entry. Once the index is far larger than the last-level cache almost every
 # swap misses and waits for RAM (about 100 ns, partly overlapped because consecutive swaps are independent), so
 # the cost per index should *grow* with N, to some 30-150 ns, and the total time should be far above what the
-# memory bus needs just to stream the 8-byte index, which we compute from notebook 00's copy bandwidth.
+# memory bus needs just to stream the 8-byte index, which the next cell computes from this machine's copy rate, measured there with notebook 00's
+# `bandwidth.copy_bandwidth`.
 #
 # **Prediction, `grouped_permutation`.** The output is written by the gather (one pass of 8 bytes per index), read
 # and written again by the add (two passes), and zeroed once by the kernel when its fresh pages are first touched
@@ -197,6 +198,8 @@ print(f"fastest full permutation at 2^{int(np.log2(N_HEADLINE))}: {fastest_full:
       f"{fastest_full / floor:.0f}x the bandwidth floor")
 _ = measure.predicted(f"full shuffle at N={min(full.n):,}, ns per index", 4, 25, ns_small, "ns")
 _ = measure.predicted(f"full shuffle at N=2^{int(np.log2(N_HEADLINE))}, ns per index", 30, 150, ns_big, "ns")
+print(f"cost per index from N={min(full.n):,} to 2^{int(np.log2(N_HEADLINE))}: {ns_small:.1f} -> {ns_big:.1f} ns, "
+      f"{ns_big / ns_small:.1f}x: " + ("grows, as predicted" if ns_big > ns_small else "does not grow") + " (single run)")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Where the small-N estimate misses, the cache is the usual reason: 10^5 int64 indices are 800 KB, more than
@@ -219,7 +222,7 @@ _ = measure.predicted("grouped_permutation, x the bandwidth floor", 1.5, 3, grou
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The estimate misses upwards when the page faults cost more than the zeroing pass itself (each 4 KiB page
 # of a fresh allocation is a trip into the kernel, and 2^26 indices are 512 MiB: 131,072 pages), or when the copy
-# rate measured in notebook 00 with both cores is not what one core's sequential writes get. The slide's version
+# rate measured above with all of torch's threads is not what one core's sequential writes get. The slide's version
 # keeps n random draws and adds a Python call per group, so it gains on the full shuffles only where their swaps
 # miss the cache.
 
@@ -416,11 +419,19 @@ for key in ("grouped_speedup_headline", "slide_grouped_speedup_headline", "faste
 #
 # Seed 000/001 claims that generating a permutation per epoch is slow for a big array and that grouping makes
 # it fast. We check the speed-up at the headline N and, on the quality side, that groups as large as a class
-# ruin the class mix while FFCV's quasi-random order keeps it, against the claims registry's thresholds.
+# ruin the class mix while FFCV's quasi-random order keeps it, against the claims registry's thresholds. The quality figures come from seeded orders, so nbval compares
+# them:
 
 # %% slideshow={"slide_type": "-"}
-for name in ("grouped_speedup_headline", "grouped_entropy_largest_over_full", "quasi_random_entropy_min_over_full"):
+for name in ("grouped_entropy_largest_over_full", "quasi_random_entropy_min_over_full"):
     claims.check(name, figures)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The speed-up is a ratio of this run's timings (the median of per-round ratios at the headline N) and depends on
+# the machine and its load, so nbval does not compare its verdict:
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+claims.check("grouped_speedup_headline", figures)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
@@ -461,7 +472,7 @@ assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Call `torch.set_num_threads(1)` and time the permutations again (`shuffle.time_permutations` at the
-# largest N of `SIZES`), then restore the thread count. Which method loses the most, and why?
+# largest N of `SIZES`), then restore the thread count. Which method's time changes the most, and why?
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 def ex3_seconds(threads: int) -> dict[str, float]:
@@ -480,8 +491,10 @@ print(ex3.round(4))
 ex3_most = (ex3["one thread / all"] - 1).abs().idxmax()
 print(f"changed the most with one thread: {ex3_most} ({ex3.loc[ex3_most, 'one thread / all']:.2f}x its time)")
 print("numpy's shuffles run on one thread anyway; torch's ops may split work across threads, which helps on an "
-      "idle machine and costs a synchronisation when another process holds a core")
-assert set(ex3.index) >= set(shuffle.FULL) and (ex3.iloc[:, :-1] > 0).all().all()
+      "idle machine and costs a synchronisation when another process holds a core (single runs)")
+ex3_threads = torch.get_num_threads()
+assert set(ex3.index) >= set(shuffle.FULL) and ex3.shape[1] == len({ex3_threads, 1}) + 1  # every method, each count
+assert ex3_threads == max(int(c.split()[0]) for c in ex3.columns[:-1])  # the thread count is restored afterwards
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **4.** FFCV keeps 2 x batch_size pages open. Make the quasi-random order of the sorted labels with pages as

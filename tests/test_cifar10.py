@@ -145,6 +145,29 @@ def test_load_only_takes_turns_and_counts_every_batch():
     assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
 
 
+def test_step_times_runs_each_loader_in_blocks_that_take_turns():
+    from fastloops_helpers.experiments import cifar as exp
+
+    starts = []
+
+    class Loader:
+        def __init__(self, name):
+            self.name = name
+
+        def __iter__(self):
+            starts.append(self.name)
+            return iter([(torch.zeros(8, 3), torch.zeros(8))] * 4)
+
+    trained = []
+    timed = exp.step_times(
+        {"a": Loader("a"), "b": Loader("b")}, lambda: lambda x, y: trained.append(x), 6, torch.device("cpu")
+    )
+    assert sorted(starts) == ["a"] * 6 + ["b"] * 6  # a fresh iterator per block: nothing prepared in between
+    assert len(trained) == 2 * 6 * (exp.STEP_BLOCKS.settle + exp.STEP_BLOCKS.timed)
+    assert {k: len(v) for k, v in timed.per_round("steps").items()} == {"a": 6, "b": 6}
+    assert len(timed.flat("waits")["a"]) == 6 * exp.STEP_BLOCKS.timed
+
+
 def test_helpers_loader_serves_the_window_resize_of_every_image(tmp_path):
     from fastloops_helpers.data import memmap
     from fastloops_helpers.experiments import cifar as exp

@@ -15,6 +15,7 @@ from ..data import cifar10, ffcv_io, memmap
 from ..load.batch_loader import BatchLoader
 from ..load.move import move_to
 from ..load.transforms import OnImages, ResizeCenterCrop
+from ..measure.steps import Blocks, StepTimes, compare_steps
 from ..models import WideResNet
 from . import BenchResult
 from .training import Step, batch_times, table, train_step
@@ -22,6 +23,9 @@ from .training import Step, batch_times, table, train_step
 RESIZE, CROP = 48, 32  # the seed's DataLoader transform: resize to 48, center-crop 32 (= FFCV's crop ratio 2/3)
 HEADLINE = ("helpers", "FFCV")  # the benchmark's target helpers_over_ffcv_load: the pair it adds rounds for
 BUDGET = 2.0  # the benchmark's load-only rounds may take up to twice the first rounds' time (a narrower interval)
+# per loader and round: 1 step on a fresh iterator left out (start-up), 1 timed (rounded up to whole worker bursts);
+# a one-worker DataLoader or FFCV's one thread is in its steady state from the second batch; more timed steps cost time
+STEP_BLOCKS = Blocks(settle=1, timed=1)
 
 
 def _uint8_hwc(image: np.ndarray) -> torch.Tensor:
@@ -182,36 +186,22 @@ def layout_cost(
 
 
 def step_times(
-    loaders: Mapping[str, Iterable[Any]], factory: Callable[[], Step], steps: int, device: torch.device, skip: int = 1
-) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
-    """Train `steps` batches from each loader, the loaders taking turns; return {loader: waits}, {loader: steps}.
+    loaders: Mapping[str, Iterable[Any]],
+    factory: Callable[[], Step],
+    steps: int,
+    device: torch.device,
+    blocks: Blocks = STEP_BLOCKS,
+) -> StepTimes:
+    """Train behind each loader in `steps` rounds of blocks, each loader waiting as it would alone; return the times.
 
-    A step takes the next batch (timed apart: the wait) and trains on it. The loaders take turns in a new order
-    every round (`measure.interleaved`), so a slow spell of a shared machine hits them all alike; a block of
-    steps per loader hands the whole spell to one of them. The wait is what loading costs the loop: near the
-    load-only time when nothing loads in the background, near 0 when a worker or thread prepared the batch
-    meanwhile. Taking turns also gives a background loader the other loaders' steps to prepare in, so its wait
-    is a lower bound once its load time approaches a step. Explained in notebooks/11_ffcv_cifar.ipynb.
+    A step takes the next batch (timed apart: the wait) and trains on it. Each round runs one block per loader,
+    in a new order every round, so a slow spell of a shared machine hits them all alike; a block starts a fresh
+    iterator, leaves its first `blocks.settle` steps out and closes it after `blocks.timed`, so no loader's
+    worker prepares batches during the others' steps (`measure.steps.compare_steps`). The wait is what loading
+    costs the loop: near the load-only time when nothing loads in the background, near load - step when a worker
+    slower than the step loads meanwhile, near 0 when it keeps up. Explained in notebooks/11_ffcv_cifar.ipynb.
     """
-    batches = {name: iter(loader) for name, loader in loaders.items()}
-    train = {name: factory() for name in loaders}
-    waits: dict[str, list[float]] = {name: [] for name in loaders}
-
-    def one(name: str) -> Callable[[], Any]:
-        def run() -> Any:
-            with measure.Timer(device) as wait:
-                x, y = next(batches[name])
-            waits[name].append(wait.seconds)
-            return train[name](x, y)
-
-        return run
-
-    full = measure.interleaved(
-        {name: one(name) for name in loaders}, steps, warmup=skip, device=device, desc="full step", shuffle=True
-    )
-    for it in batches.values():
-        getattr(it, "close", lambda: None)()
-    return {name: w[skip:] for name, w in waits.items()}, full
+    return compare_steps(loaders, factory, steps, blocks, device, desc="full step")
 
 
 def load_only(
@@ -261,20 +251,21 @@ def measure_all(
     seed: int = 0,
     budget: float = 1.0,
 ) -> dict[str, Any]:
-    """Time `epochs` load-only rounds (more within `budget`), then `steps` WRN training steps per loader.
+    """Time `epochs` load-only rounds (more within `budget`), then `steps` rounds of WRN training steps per loader.
 
-    Returns the tables "load", "step" and "wait" (waiting and computing apart), the img/s per load-only round
-    ("rates") and the seconds per step round ("steps"), from which `figures` takes per-round ratios.
+    Returns the tables "load", "step" and "wait" (waiting and computing apart, every timed step), the img/s per
+    load-only round ("rates") and the mean seconds per step of each step round ("steps"), from which `figures`
+    takes per-round ratios.
     """
     load, rates = load_only(loaders, epochs, batch_size, device, budget)
     stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}  # same step as helpers
-    waits, full = step_times(stepped, wrn_factory(depth, width, device, seed), steps, device)
+    timed = step_times(stepped, wrn_factory(depth, width, device, seed), steps, device)
     return {
         "load": load,
-        "step": table(full, batch_size),
-        "wait": table(waits, batch_size),
+        "step": table(timed.flat("steps"), batch_size),
+        "wait": table(timed.flat("waits"), batch_size),
         "rates": rates,
-        "steps": full,
+        "steps": timed.per_round("steps"),
     }
 
 
@@ -335,6 +326,7 @@ def run(scale: str) -> BenchResult:
         "load_rounds": len(t["rates"]["helpers"]),
         "load_budget": BUDGET,
         "steps": steps,
+        "step_blocks": {"settle": STEP_BLOCKS.settle, "timed": STEP_BLOCKS.timed},
         "resize": RESIZE,
         "crop": CROP,
         "device": str(device),

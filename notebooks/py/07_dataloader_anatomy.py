@@ -378,14 +378,15 @@ def _produce(loader: Iterable[Any], ready: Any, free: Any, stop: Any, depth: int
 # the training process's side: start the child, receive each batch, stop and join the child however the loop ends
 def _iterate(self) -> Iterator[Any]:
     """Start the child, yield what it sends, and stop and join it however the loop ends."""
-    ctx = mp.get_context(self.start_method)
+    method = start_method_for(self.start_method)  # forkserver once this process has initialised CUDA
+    ctx = mp.get_context(method)
     ready, free, stop = ctx.Queue(maxsize=self.depth + 1), ctx.Queue(), ctx.Event()
-    for slot in range(self.depth):
-        free.put(slot)
     # not a daemon: a daemon may not start processes, and the loader may have workers of its own
     child = ctx.Process(target=_produce, args=(self.loader, ready, free, stop, self.depth, self.slots),
                         name="ProcessPrefetcher", daemon=False)
-    child.start()
+    _start(child, method)  # after a full collection, the survivors frozen: a forked child never frees them
+    for slot in range(self.depth):  # after the fork: the queue's feeder thread must not be copied into the child
+        free.put(slot)
     stager = _Stager(self.device) if self.cuda else None
     try:
         yield from self._receive_batches(ready, free, child, stager)
@@ -885,7 +886,8 @@ for row in ex1_rows:
 ex1_first = next((r["config"] for r in ex1_rows if r["wait_after_first"] < 0.1), "none of them")
 print(f"wait after the first batch under 10 % first at: {ex1_first}; "
       "once loading keeps up, the step sets the pace and more workers only fill the queue")
-assert all(r["wall_s"] >= r["batches"] * ex1_step_ms / 1000 for r in ex1_rows)
+# every value of the ladder ran a whole epoch (the wait shares come from its timeline, not from a sleep)
+assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == n_batches for r in ex1_rows), ex1_rows
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Hold the rows of section 6 as lists of Python floats (`worker_data.FloatListRows`, one `r.tolist()` per
@@ -944,7 +946,7 @@ ex4_base_ms = base_tl.frame().query("stage == 'collate'").seconds.median() * 1e3
 print(f"collate per batch with {main_threads} thread(s), section 1: {ex4_base_ms:.3f} ms")
 for label, ms in ex4_collate_ms.items():
     print(f"{label} with {ex4_threads} threads: {ms:.3f} ms")
-assert torch.get_num_threads() == main_threads and all(r["batches"] == n_batches for r in ex4_rows)
+assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r["batches"] == n_batches for r in ex4_rows)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **5.** Wrap a `DataLoader(dataset, num_workers=1)` in `ProcessPrefetcher` and compare it with
@@ -959,4 +961,4 @@ ex5_rows, ex5_tls = workers.sweep(dataset, {
 ex5_table = pd.DataFrame(ex5_rows).set_index("config")
 print(ex5_table[["img_per_s", "wait_share", "first_batch_s", "parallelism"]].round(3).to_string())
 print("the prefetcher process only forwards batches: one worker decodes, so about one batch loads at a time")
-assert all(tl.samples == len(dataset) for tl in ex5_tls.values())
+assert len(ex5_tls) == 2 and all(tl.samples == len(dataset) for tl in ex5_tls.values())

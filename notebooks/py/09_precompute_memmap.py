@@ -995,24 +995,50 @@ claims.check("memmap_val_same_batches", same_val_batches)
 # Each solution runs at the smoke scale on a CPU in seconds; try the exercise before you open it.
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# **1.** The tutorial measured batches of 8. Time the train split's one-process pipelines (`workers=[0]`: the
-# DataLoader decoding in this process, the tutorial's loader and the helpers' `BatchLoader`) at a batch of 8 and
-# at four times `BATCH_SIZE`, with `imagefolder.sweep`. Which pipeline gains most from the bigger batch, and why?
-# Look for what each pays once per batch (a gather, a transform call, the DataLoader's Python per batch) and
-# what it pays once per image (a decode).
+# **1.** The tutorial measured batches of 8. Time the train split's one-process pipelines (the DataLoader
+# decoding in this process, the tutorial's loader and the helpers' `BatchLoader`, from `imagefolder.make_loader`
+# with no workers) at a batch of 8 and at four times `BATCH_SIZE`: all six in interleaved rounds
+# (`measure.interleaved`, one epoch of each per round, in a new order each round), so that a busy spell hits every
+# one alike. Does any pipeline get faster with the bigger batch, by more than its interval? Look for what each pays
+# once per batch (a gather, a transform call, the DataLoader's Python per batch) and how many times an epoch pays
+# it, against what it pays once per image (a decode), and for how many MiB one float batch weighs.
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
-ex1_rates = {}
-for ex1_batch in (8, 4 * BATCH_SIZE):
-    ex1_rows = imagefolder.sweep(prep, "train", [0], ex1_batch, 1)
-    ex1_rates[f"batch {ex1_batch}"] = {row["pipeline"]: row["images_per_s"] for row in ex1_rows}
-ex1_table = pd.DataFrame(ex1_rates)
-ex1_table["bigger / smaller batch"] = ex1_table.iloc[:, 1] / ex1_table.iloc[:, 0]
-print("images per second:")
-print(ex1_table.round(2).to_string())
-print("gains most from the bigger batch:", ex1_table["bigger / smaller batch"].idxmax())
-# both pipelines were timed at both batch sizes (which one gains more depends on the machine and its load)
-assert all(r > 0 for rates in ex1_rates.values() for r in rates.values()) and ex1_table.shape[1] == 3
+from functools import partial
+
+ex1_sizes = (8, 4 * BATCH_SIZE)
+ex1_pipelines = ("DataLoader + ImageFolder", imagefolder.TUTORIAL, imagefolder.ONE_PROCESS)
+ex1_loaders = {(p, b): imagefolder.make_loader(prep, "train", p, 0, 1, b) for p in ex1_pipelines for b in ex1_sizes}
+ex1_counts = {}  # (pipeline, batch size) -> (batches, images) in one epoch
+
+
+def ex1_epoch(key):
+    ex1_counts[key] = (0, 0)
+    for ex1_batch in ex1_loaders[key]:
+        ex1_counts[key] = (ex1_counts[key][0] + 1, ex1_counts[key][1] + imagefolder.batch_images(ex1_batch))
+
+
+ex1_s = measure.interleaved({k: partial(ex1_epoch, k) for k in ex1_loaders}, repeat=ROUNDS, warmup=1, shuffle=True)
+ex1_small, ex1_big = ex1_sizes
+ex1_faster = []
+for p in ex1_pipelines:  # epoch time at batch 8 over at the bigger batch = images/s bigger over smaller, per round
+    ex1_r = measure.ratios(ex1_s, (p, ex1_small), (p, ex1_big))
+    ex1_low, ex1_high = measure.median_interval(ex1_r)
+    ex1_word = "faster" if ex1_low > 1 else "slower" if ex1_high < 1 else "a tie"
+    ex1_faster += [p] if ex1_word == "faster" else []
+    print(f"{p}: {len(prep.train) / measure.median(ex1_s[(p, ex1_small)]):.0f} images/s at batch {ex1_small}, "
+          f"batch {ex1_big} over {ex1_small}: {measure.median(ex1_r):.2f}x (95 % interval {ex1_low:.2f} to "
+          f"{ex1_high:.2f} over {len(ex1_r)} rounds): {ex1_word}")
+ex1_mb = {b: b * 3 * CROP * CROP * 4 / 2**20 for b in ex1_sizes}
+print(f"faster with the bigger batch (whole interval above 1): {', '.join(ex1_faster) or 'none'}")
+print(f"per epoch, the per-batch costs are paid {ex1_counts[(ex1_pipelines[0], ex1_small)][0]} times at batch "
+      f"{ex1_small} and {ex1_counts[(ex1_pipelines[0], ex1_big)][0]} at batch {ex1_big}; the per-image decode "
+      f"{len(prep.train)} times at both; one float batch weighs {ex1_mb[ex1_small]:.1f} MiB against "
+      f"{ex1_mb[ex1_big]:.0f} MiB")
+# what the answer rests on, counted without a clock: the same images, per-batch costs paid ceil(n / batch) times
+assert len(ex1_counts) == 6 and all(
+    counts == (-(-len(prep.train) // b), len(prep.train)) for (_, b), counts in ex1_counts.items()
+), ex1_counts
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** The helpers normalise with numpy, image by image, on one thread. Torch does the same arithmetic
@@ -1060,10 +1086,12 @@ assert torch.equal(ex3_a.images, ex3_b.images) and torch.equal(ex3_a.targets, ex
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Pillow can decode a JPEG at 1/2, 1/4 or 1/8 of its size, which skips most of the decoding work: call
-# `image.draft("RGB", (w, h))` after `Image.open` and before anything reads the pixels, and it picks the smallest
-# of those sizes that is still at least `(w, h)`. Time the decode of a few train images in full, drafted for the
-# 256 x 256 resize, and drafted for a 64 x 64 thumbnail. Which draft saves time here, and why does the other not?
-# (Look at the decoded sizes next to `PX`.)
+# `image.draft("RGB", (w, h))` after `Image.open` and before anything reads the pixels. It divides the image by
+# the largest of 2, 4 or 8 that the smaller of `width // w` and `height // h` allows, and otherwise decodes in
+# full: drafted for the 256 x 256 resize, only an image with both sides of at least 512 is halved. Time the
+# decode of 16 train images in full, drafted for the 256 x 256 resize, and drafted for a 64 x 64 thumbnail, and
+# count how many of the 16 each draft shrank (the sides vary around `PX`). Which draft saves time here, and does
+# what it saves follow from how many images it shrank, and by how much?
 
 # %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 from PIL import Image
@@ -1079,11 +1107,23 @@ def ex4_decode(path, target=None):
 ex4_paths = [path for path, _ in train_set.samples[:16]]
 ex4_targets = {"full": None, f"draft {RESIZE}": RESIZE, "draft 64": 64}
 ex4_times = measure.interleaved({name: lambda t=t: [ex4_decode(p, t) for p in ex4_paths]
-                                 for name, t in ex4_targets.items()}, repeat=5)
-ex4_sizes = {name: ex4_decode(ex4_paths[0], t).size for name, t in ex4_targets.items()}
+                                 for name, t in ex4_targets.items()}, repeat=7)
+ex4_sizes = {name: [ex4_decode(p, t).size for p in ex4_paths] for name, t in ex4_targets.items()}
+ex4_shrunk = {name: sum(d != f for d, f in zip(ex4_sizes[name], ex4_sizes["full"])) for name in ex4_targets}
 for ex4_name, ex4_seconds in ex4_times.items():
-    print(f"{ex4_name}: {measure.median(ex4_seconds) / len(ex4_paths) * 1e3:.2f} ms per image, "
-          f"first image decoded at {ex4_sizes[ex4_name]}")
-# a draft never returns less than it was asked for (or the full image, when that is smaller)
-assert all(min(s, 64) <= d for s, d in zip(ex4_sizes["full"], ex4_sizes["draft 64"]))
-assert all(min(s, RESIZE) <= d for s, d in zip(ex4_sizes["full"], ex4_sizes[f"draft {RESIZE}"]))
+    ex4_line = f"{ex4_name}: {measure.median(ex4_seconds) / len(ex4_paths) * 1e3:.2f} ms per image"
+    if ex4_name != "full":
+        ex4_r = measure.ratios(ex4_times, "full", ex4_name)
+        ex4_low, ex4_high = measure.median_interval(ex4_r)
+        ex4_word = "saves time" if ex4_low > 1 else "costs time" if ex4_high < 1 else "a tie"
+        ex4_line += (f", full over it {measure.median(ex4_r):.2f}x (95 % interval {ex4_low:.2f} to {ex4_high:.2f} "
+                     f"over {len(ex4_r)} rounds): {ex4_word}")
+    print(f"{ex4_line}; {ex4_shrunk[ex4_name]} of {len(ex4_paths)} images shrunk")
+ex4_sides = [min(s) for s in ex4_sizes["full"]]
+print(f"smaller sides here run from {min(ex4_sides)} to {max(ex4_sides)} px: a draft for {RESIZE} halves only those "
+      f"of at least {2 * RESIZE} px ({ex4_shrunk[f'draft {RESIZE}']} here), a draft for 64 any of at least 128 px")
+# Pillow's rule, checked on each image's full size: divide by the largest of 8, 4, 2 that min(w // t, h // t) allows
+ex4_expected = {name: sum(min(w // t, h // t) >= 2 for w, h in ex4_sizes["full"]) for name, t in ex4_targets.items()
+                if t is not None}
+assert len(ex4_paths) == 16 and len(ex4_expected) == 2 and ex4_shrunk["full"] == 0 and all(ex4_shrunk[n] == k for n, k in ex4_expected.items()), (
+    ex4_shrunk, ex4_expected)

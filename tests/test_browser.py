@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import functools
 import http.server
+import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,11 +28,12 @@ import nbformat
 import pytest
 
 from fastloops_helpers import config
-from fastloops_helpers.book.notebooks import notebook_paths
+from fastloops_helpers.book.notebooks import SOLUTION, SOLUTION_FIRST_LINE, notebook_paths
 from fastloops_helpers.book.publish import deck, lab, site
 
 pytestmark = pytest.mark.browser
 ROOT = config.project_root()
+HIDDEN_SOLUTIONS = ROOT / "notebooks" / "00_setup.ipynb"  # the committed notebook whose solutions must stay shut
 
 
 def shots() -> Path:
@@ -138,6 +141,56 @@ def test_lab_opens_and_runs_notebook_00_in_chromium(tmp_path):
         tab.screenshot(path=str(shots() / "lab-rise-00_setup.png"))
         assert not remote, f"the lab page reached the network: {remote[:5]}"
         assert not errors, f"page errors: {errors[:3]}"
+
+
+def _cell_text(cell: dict) -> str:
+    source = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+    outputs = [o.get("text") or o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", [])]
+    return "\n".join([source, *("".join(t) if isinstance(t, list) else t for t in outputs)])
+
+
+def solution_lines(path: Path) -> list[tuple[int, list[str]]]:
+    """Return, per solution cell of notebook `path`, its index and the lines of its source and stored output that
+    no other cell holds (so finding one on the page means the solution shows), the neutral first line left out."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    out = []
+    for i, cell in enumerate(cells):
+        if SOLUTION not in cell.get("metadata", {}).get("tags", []):
+            continue
+        others = "\n".join(_cell_text(c) for j, c in enumerate(cells) if j != i).replace("`", "").replace("*", "")
+        lines = {ln.strip() for ln in _cell_text(cell).splitlines()} - {SOLUTION_FIRST_LINE}
+        out.append((i, sorted(ln for ln in lines if len(ln) >= 12 and ln not in others)))
+    return out
+
+
+def test_lab_hides_each_solution_until_it_is_clicked(tmp_path):
+    """`make lab` on a committed notebook: no solution input or output on screen until the reader opens it."""
+    browser.require_browser()
+    work = tmp_path / "notebooks"  # the committed file as it is, in a copy: the lab must not touch the checkout
+    work.mkdir()
+    shutil.copyfile(HIDDEN_SOLUTIONS, work / HIDDEN_SOLUTIONS.name)
+    hidden = solution_lines(HIDDEN_SOLUTIONS)
+    assert hidden and all(lines for _, lines in hidden), "no solution text to look for"
+    n_cells = len(json.loads(HIDDEN_SOLUTIONS.read_text(encoding="utf-8"))["cells"])
+    with lab_server(work, tmp_path) as url, browser.page() as (tab, remote):
+        tab.goto(url.replace("/lab?", f"/lab/tree/{HIDDEN_SOLUTIONS.name}?"))
+        tab.get_by_text("Python 3 (ipykernel) | Idle").wait_for(timeout=90_000)
+        cells = tab.locator(".jp-Notebook .jp-Cell")
+        tab.wait_for_function(f"document.querySelectorAll('.jp-Notebook .jp-Cell').length === {n_cells}")
+        first = cells.nth(hidden[0][0])
+        first.scroll_into_view_if_needed()
+        tab.screenshot(path=str(shots() / "lab-solutions-hidden.png"))
+        page = tab.locator(".jp-Notebook").inner_text()
+        shown = [f"cell {i}: {line[:80]!r}" for i, lines in hidden for line in lines if line in page]
+        assert not shown, "solution text on screen before it was opened:\n" + "\n".join(shown)
+        first.locator(".jp-InputPlaceholder").click()  # the reader opens the first solution, then its output
+        first.locator(".jp-OutputPlaceholder").click()
+        tab.wait_for_timeout(500)
+        opened = first.inner_text()
+        tab.screenshot(path=str(shots() / "lab-solution-opened.png"))
+        missing = [line for line in hidden[0][1] if line not in opened]
+        assert not missing, f"the opened solution does not show: {missing[:3]}"
+        assert not remote, f"the lab page reached the network: {remote[:5]}"
 
 
 def test_slide_deck_renders_offline_in_chromium(tmp_path):

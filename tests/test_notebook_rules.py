@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from fastloops_helpers.book import claims
-from fastloops_helpers.book.notebooks import RUN_TIME_MARKER
+from fastloops_helpers.book.notebooks import HIDDEN, RUN_TIME_MARKER, SOLUTION, SOLUTION_FIRST_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -151,6 +151,29 @@ def test_no_warnings_in_outputs(path):
         for m in WARNING.finditer(_text(out))
     ]
     assert not offences, _report(path, "no warnings noise in stored outputs", offences)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_solutions_are_hidden_in_the_lab_input_and_output(path):
+    solutions = [(i, c) for i, c in enumerate(_cells(path)) if SOLUTION in c.get("metadata", {}).get("tags", [])]
+    offences = [
+        f"cell {i}: metadata.jupyter.{flag} is not true"
+        for i, cell in solutions
+        for flag in HIDDEN
+        if cell["metadata"].get("jupyter", {}).get(flag) is not True
+    ]
+    offences += [  # a collapsed cell shows its first line
+        f"cell {i}: starts {_source(cell).splitlines()[0][:60]!r}, not {SOLUTION_FIRST_LINE!r}"
+        for i, cell in solutions
+        if _source(cell).splitlines()[:1] != [SOLUTION_FIRST_LINE]
+    ]
+    assert solutions, f"{path.name} has no cell tagged {SOLUTION!r}"
+    assert not offences, _report(
+        path,
+        "a solution is collapsed in JupyterLab, input and output, and its first line gives nothing away (python -m "
+        "fastloops_helpers.book.notebooks hide-solutions NOTEBOOK sets both; every run of the notebooks does too)",
+        offences,
+    )
 
 
 def test_no_progress_bar_stored_on_stderr():

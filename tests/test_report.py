@@ -140,3 +140,38 @@ def test_the_conclusion_runs_after_the_notebooks_it_reads():
     paths = notebooks.conclusion_last(notebooks.notebook_paths())
     assert paths[-1].name == notebooks.CONCLUSION and len(paths) == len(notebooks.notebook_paths())
     assert [p.name for p in paths[:-1]] == sorted(p.name for p in paths[:-1])
+
+
+def test_clean_hides_each_solution_input_and_output_in_the_lab():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("x = 1"),
+        nbformat.v4.new_code_cell("assert x", metadata={"tags": ["solution"]}),
+    ]
+    out = notebooks.clean(nb)
+    assert out.cells[1].metadata["jupyter"] == {"source_hidden": True, "outputs_hidden": True}
+    assert out.cells[1].source == notebooks.SOLUTION_FIRST_LINE + "\nassert x"  # what the collapsed cell shows
+    assert "jupyter" not in out.cells[0].metadata  # only solutions are hidden
+    assert notebooks.hide_solutions(out) == 0  # idempotent
+
+
+def test_hide_solutions_command_changes_only_the_flags(tmp_path):
+    cell = {
+        "cell_type": "code",
+        "execution_count": 1,
+        "metadata": {"tags": ["solution"], "jupyter": {"source_hidden": True}},
+    }
+    doc = {
+        "cells": [{**cell, "source": ["assert é\n"], "outputs": []}],
+        "metadata": {},
+        "nbformat": 4,
+        "nbformat_minor": 5,
+    }
+    path = tmp_path / "99_x.ipynb"
+    before = json.dumps(doc, indent=1, ensure_ascii=False) + "\n"
+    path.write_text(before, encoding="utf-8")
+    assert notebooks.main(["hide-solutions", str(path)]) == 0
+    doc["cells"][0]["metadata"]["jupyter"]["outputs_hidden"] = True
+    doc["cells"][0]["source"] = [notebooks.SOLUTION_FIRST_LINE + "\n", "assert é\n"]
+    assert path.read_text(encoding="utf-8") == json.dumps(doc, indent=1, ensure_ascii=False) + "\n"  # key order kept
+    assert notebooks.hide_solutions_in(path) == 0

@@ -7,6 +7,9 @@ progress bar as its final line, saves the seconds per notebook and scale in resu
 with --inplace, rewrites each card's run-time line. `--scale` (default FASTLOOPS_SCALE) reaches each kernel
 through its environment; this process's environment is left as it was.
 `python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
+`python -m fastloops_helpers.book.notebooks hide-solutions [NOTEBOOK ...]` marks each solution cell's input and
+output hidden in JupyterLab (`metadata.jupyter.source_hidden` and `outputs_hidden`) and starts it with a line that
+gives nothing away (a collapsed cell shows its first line), as every run does.
 
 A card's run-time line is generated where the notebook's first cell holds the marker, e.g.
 `| **Run time** | <!-- run-time --> |`: everything after the marker up to the next `|` is replaced by
@@ -25,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import config, measure
-from ..atomic import atomic_write_text
+from ..atomic import atomic_write_text, staged
 
 NOTEBOOKS = "notebooks"
 CONCLUSION = "13_conclusion.ipynb"  # reads every other notebook's and benchmark's results: runs after them
@@ -37,6 +40,8 @@ _CARD_LINE = re.compile(re.escape(RUN_TIME_MARKER) + r"[^|\n]*")
 _BAR_LINE = re.compile(r"^.*: *\d+%\|[# ]*\| \d+/\d+$")  # a finished bar of measure.progress (ascii, no rate)
 UNCOMPARED = "nbval-ignore-output"
 SOLUTION = "solution"  # a worked answer to an exercise: hidden in JupyterLab, folded on the site, not in slides
+HIDDEN = ("source_hidden", "outputs_hidden")  # JupyterLab collapses a cell's input and output under these flags
+SOLUTION_FIRST_LINE = "# Solution: try the exercise first"  # what a collapsed solution shows (its first line)
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -95,9 +100,47 @@ def clean(nb: Any) -> Any:
             tags = cell.get("metadata", {}).get("tags", [])
             if UNCOMPARED in tags:
                 cell["outputs"] = bars_as_text(cell["outputs"])
-            if SOLUTION in tags:
-                cell["metadata"].setdefault("jupyter", {})["source_hidden"] = True
+    hide_solutions(nb)
     return nb
+
+
+def hide_solutions(nb: Any) -> int:
+    """Collapse every solution cell in JupyterLab, input and output; return how many cells changed.
+
+    A collapsed input shows its first line, so a solution starts with SOLUTION_FIRST_LINE. A reader sees the
+    exercise and that line, and clicks the cell open after trying.
+    """
+    changed = 0
+    for cell in nb["cells"]:
+        if cell.get("cell_type") == "code" and SOLUTION in cell.get("metadata", {}).get("tags", []):
+            flags = cell["metadata"].setdefault("jupyter", {})
+            before = (dict(flags), cell["source"])
+            flags.update(dict.fromkeys(HIDDEN, True))
+            cell["source"] = _first_line(cell["source"])
+            changed += before != (flags, cell["source"])
+    return changed
+
+
+def _first_line(source: str | list[str]) -> str | list[str]:
+    """Return a cell source (text or list of lines, as stored) that starts with SOLUTION_FIRST_LINE."""
+    text = "".join(source) if isinstance(source, list) else source
+    if text.splitlines()[:1] == [SOLUTION_FIRST_LINE]:
+        return source
+    text = SOLUTION_FIRST_LINE + "\n" + text
+    return text.splitlines(keepends=True) if isinstance(source, list) else text
+
+
+def hide_solutions_in(path: Path) -> int:
+    """Set the hidden flags of notebook `path`'s solutions in place; return how many changed.
+
+    Edits the JSON as stored (key order, indent 1), so the diff is the flags alone.
+    """
+    nb = json.loads(Path(path).read_text(encoding="utf-8"))
+    changed = hide_solutions(nb)
+    if changed:
+        with staged(path) as tmp:
+            tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return changed
 
 
 def bars_as_text(outputs: list[Any]) -> list[Any]:
@@ -274,7 +317,7 @@ def refresh_card(path: Path, times: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the notebooks or refresh their cards."""
     parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.notebooks")
-    parser.add_argument("command", choices=["run", "cards"])
+    parser.add_argument("command", choices=["run", "cards", "hide-solutions"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--inplace", action="store_true", help="overwrite the committed notebooks")
@@ -289,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         times = load_times(times_path)
         for path in paths:
             print(f"{config.rel(path)}: {'refreshed' if refresh_card(path, times) else 'unchanged'}")
+        return 0
+    if args.command == "hide-solutions":
+        for path in paths:
+            print(f"{config.rel(path)}: {hide_solutions_in(path)} solution cell(s) newly hidden")
         return 0
     if not (args.inplace or args.out):
         parser.error("run needs --inplace or --out DIR")

@@ -3,7 +3,8 @@
 Explained in notebooks/00_setup.ipynb.
 """
 
-from .clock import Timer, drain, interleaved, interleaved_until_steady, measure, now, per_call, sync
+from . import warp
+from .clock import Timer, drain, elapsed, interleaved, interleaved_until_steady, measure, now, per_call, sync
 from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
 from .stats import (
@@ -23,12 +24,14 @@ from .stats import (
 __all__ = [
     "Timer",
     "drain",
+    "elapsed",
     "interleaved",
     "interleaved_until_steady",
     "measure",
     "now",
     "per_call",
     "sync",
+    "warp",
     "BAR_FORMAT",
     "TIMING_PREFIX",
     "predicted",

@@ -1,7 +1,8 @@
 """The one clock: CUDA-synchronised timers, warm-up then repeats, and interleaved comparisons.
 
-Every figure in the project is timed here (the timeline recorder only stamps events). Explained in
-notebooks/00_setup.ipynb.
+Every figure in the project is timed here (the timeline recorder only stamps events). Every duration returned
+here passes through the warp (`warp.py`: off unless FASTLOOPS_WARP is set, as `make test` does); `now()` stays
+real. Explained in notebooks/00_setup.ipynb.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ from typing import Any, TypeVar
 import torch
 
 from .. import config
+from . import warp
 from .display import progress
 
 K = TypeVar("K", bound=Hashable)  # a contender's name: usually a str, any hashable works
 
-now = time.perf_counter  # the one clock every measurement reads (the timeline stamps events with it too)
+now = time.perf_counter  # the one clock every measurement reads (the timeline stamps events with it too); never warped
 
 
 def sync(device: torch.device | str | None = None) -> None:
@@ -28,8 +30,28 @@ def sync(device: torch.device | str | None = None) -> None:
         torch.cuda.synchronize(dev if dev is not None and dev.type == "cuda" else None)
 
 
+def elapsed(start: float, contender: Hashable | None = None) -> float:
+    """Return the (warped) seconds since `start`, a `now()` reading: for a span that a `with Timer()` cannot wrap.
+
+    `contender` names what was timed; without it, the call site does (see `warp.py`).
+    """
+    seconds = now() - start
+    return seconds * (warp.site_factor() if contender is None else warp.factor(contender))
+
+
+def _time(fn: Callable[[], Any], device: torch.device | str | None) -> float:
+    """Return the real seconds of one call of `fn`, CUDA synchronised before both clock reads."""
+    sync(device)
+    start = now()
+    fn()
+    sync(device)
+    return now() - start
+
+
 class Timer:
     """Time a block, synchronising CUDA before both clock reads.
+
+    `contender` names what is timed, for the warp (`warp.py`); without it, the line that makes the Timer does.
 
     >>> with Timer() as t:
     ...     _ = sum(range(1000))
@@ -37,9 +59,10 @@ class Timer:
     True
     """
 
-    def __init__(self, device: torch.device | str | None = None) -> None:
+    def __init__(self, device: torch.device | str | None = None, contender: Hashable | None = None) -> None:
         self.device = device
         self.seconds = float("nan")
+        self._factor = warp.site_factor() if contender is None else warp.factor(contender)
 
     def __enter__(self) -> Timer:
         sync(self.device)
@@ -48,7 +71,7 @@ class Timer:
 
     def __exit__(self, *exc: object) -> None:
         sync(self.device)
-        self.seconds = now() - self._start
+        self.seconds = (now() - self._start) * self._factor
 
 
 def _counts(repeat: int | None, warmup: int | None) -> tuple[int, int]:
@@ -64,9 +87,14 @@ def measure(
     repeat: int | None = None,
     warmup: int | None = None,
     device: torch.device | str | None = None,
+    contender: Hashable | None = None,
 ) -> list[float]:
-    """Call `fn` `warmup` times untimed, then `repeat` times timed; return the seconds of each call."""
-    return interleaved({"fn": fn}, repeat, warmup, device)["fn"]
+    """Call `fn` `warmup` times untimed, then `repeat` times timed; return the seconds of each call.
+
+    `contender` names what is timed, for the warp (`warp.py`); without it, the line that calls `measure` does.
+    """
+    factor = warp.site_factor() if contender is None else warp.factor(contender)
+    return _rounds({"fn": fn}, {"fn": factor}, _counts(repeat, warmup), device)["fn"]
 
 
 def interleaved(
@@ -84,7 +112,17 @@ def interleaved(
     that no contender always runs right after the same neighbour, whose spinning threads or evicted caches it
     would inherit. `desc` shows a progress bar over the rounds.
     """
-    repeat, warmup = _counts(repeat, warmup)
+    return _rounds(fns, warp.factors(fns), _counts(repeat, warmup), device, desc, shuffle)
+
+
+def _rounds(
+    fns: Mapping[K, Callable[[], Any]], factors: Mapping[K, float], counts: tuple[int, int], *how: Any
+) -> dict[K, list[float]]:
+    """`interleaved` with `counts` = (repeat, warmup) checked, each contender's seconds times its warp factor.
+
+    `how`: device, then optionally desc and shuffle, as in `interleaved`.
+    """
+    (repeat, warmup), (device, desc, shuffle) = counts, (*how, None, False)[:3]
     for fn in fns.values():
         for _ in range(warmup):
             fn()
@@ -94,10 +132,7 @@ def interleaved(
     for _ in rounds:
         names = order.sample(list(fns), len(fns)) if shuffle else list(fns)
         for name in names:
-            fn = fns[name]
-            with Timer(device) as t:
-                fn()
-            seconds[name].append(t.seconds)
+            seconds[name].append(_time(fns[name], device) * factors[name])
     return seconds
 
 
@@ -120,7 +155,8 @@ def interleaved_until_steady(
     from .stats import median, median_interval
 
     start = now()
-    seconds = interleaved(fns, repeat=rounds, warmup=warmup, device=device, shuffle=True)
+    factors = warp.factors(fns)
+    seconds = _rounds(fns, factors, _counts(rounds, warmup), device, None, True)
     deadline = now() + (budget - 1) * (now() - start)
     order = random.Random(1)
     while now() < deadline:
@@ -129,9 +165,7 @@ def interleaved_until_steady(
         if (high - low) / 2 <= halfwidth * median(ratios):
             break
         for name in order.sample(list(fns), len(fns)):
-            with Timer(device) as t:
-                fns[name]()
-            seconds[name].append(t.seconds)
+            seconds[name].append(_time(fns[name], device) * factors[name])
     return seconds
 
 
@@ -186,9 +220,8 @@ def _count(
         if number < 1:
             raise ValueError(f"number must be >= 1 calls per round, got {number!r} for {name!r}")
         return int(number)
-    with Timer(device) as t:  # one call to size the block; also a first warm-up
-        fn()
-    return max(1, int(block_s / max(t.seconds, 1e-7)))
+    seconds = _time(fn, device)  # one call to size the block (real time: not a figure); also a first warm-up
+    return max(1, int(block_s / max(seconds, 1e-7)))
 
 
 def _repeated(fn: Callable[[], Any], number: int) -> Callable[[], None]:

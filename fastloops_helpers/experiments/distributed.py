@@ -17,7 +17,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -158,14 +157,14 @@ def train(args: argparse.Namespace) -> dict:
         "epochs": [],
     }
     for epoch in range(args.epochs):
-        start = time.perf_counter()
-        source = (
-            reference_batches(data, args, epoch)
-            if args.reference
-            else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch)
-        )
-        seen = train_epoch(net, opt, source, device)
-        seconds = time.perf_counter() - start
+        with measure.Timer(device, contender=_tag(args, rank)) as timer:
+            source = (
+                reference_batches(data, args, epoch)
+                if args.reference
+                else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch)
+            )
+            seen = train_epoch(net, opt, source, device)
+        seconds = timer.seconds
         ids = torch.cat(seen).numpy()
         log["epochs"].append({"epoch": epoch, "steps": len(seen), "samples": int(len(ids)), "seconds": seconds})
         np.save(args.log_dir / f"{_tag(args, rank)}-epoch{epoch}.npy", ids)

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
 from ..tree import batch_len
-from .clock import now, sync
+from .clock import elapsed, now, sync
 
 STAGE_COLORS = {
     "fetch": "#4c72b0",
@@ -247,7 +247,7 @@ def record_overhead(n: int = 20_000) -> float:
     for _ in range(n):
         t0 = now()
         sink.append(("fetch", t0, now()))
-    return (now() - start) / n
+    return elapsed(start, contender="record_overhead") / n
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

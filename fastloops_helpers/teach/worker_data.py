@@ -6,7 +6,6 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,8 @@ import numpy as np
 import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
+
+from .. import measure
 
 
 class ResizeToTensor:
@@ -162,11 +163,11 @@ def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> 
         generator=torch.Generator().manual_seed(0),
     )
     me, snapshot, n = psutil.Process(), [], 0
-    start = time.perf_counter()
+    start = measure.now()
     for i, batch in enumerate(loader):
         n += len(batch)
         if i == len(loader) - 1:  # every sample has been read; workers are still alive
-            seconds = time.perf_counter() - start
+            seconds = measure.elapsed(start, contender=("worker_memory", num_workers))
             snapshot = memory_by_process(me)
     workers = [r for r in snapshot if r["role"] == "worker"]
     main = next(r for r in snapshot if r["role"] == "main")

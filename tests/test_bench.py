@@ -225,3 +225,26 @@ def test_the_ffcv_benchmarks_take_the_scale_and_read_the_table_only_in_run(name)
         )
     }
     assert readers == {"run"}
+
+
+def test_several_benchmarks_run_each_in_its_own_fresh_interpreter(monkeypatch, capsys):
+    from fastloops_helpers.book import bench as cli
+
+    commands = []
+
+    def fake_run(command, check):
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 1 if command[3] == "gather" else 0)
+
+    monkeypatch.setattr(cli.subprocess, "run", fake_run)
+    assert cli.main(["all", "--scale", "smoke"]) == 1  # gather failed; the others still ran
+    assert [c[3] for c in commands] == list(bench.available())  # one process per benchmark, in order
+    assert all(
+        c[:3] == [sys.executable, "-m", "fastloops_helpers.book.bench"] and c[4:] == ["--scale", "smoke"]
+        for c in commands
+    )
+    assert "gather failed" in capsys.readouterr().err
+    commands.clear()
+    assert cli.main(["loops", "shuffle"]) == 0 and [c[3:] for c in commands] == [["loops"], ["shuffle"]]
+    with pytest.raises(SystemExit):
+        cli.main(["loops", "nope"])

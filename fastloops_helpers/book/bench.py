@@ -1,8 +1,13 @@
-"""Command line: run one benchmark (or all), print its table and figures, write its JSON."""
+"""Command line: run one benchmark (or all), print its table and figures, write its JSON.
+
+Several benchmarks (or `all`) run one after another, each in a fresh interpreter: what one imports or starts
+(JAX's threads, an initialised CUDA context) cannot reach the processes the next one forks.
+"""
 
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
 
 import pandas as pd
@@ -27,7 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     names = list(available()) if args.name == ["all"] else args.name
     if args.out and len(names) > 1:
         parser.error("--out needs exactly one benchmark name")
-    for name in names:
+    if len(names) > 1:
+        unknown = [n for n in names if n not in available()]
+        if unknown:
+            parser.error(f"unknown benchmark {unknown[0]!r}; available: {', '.join(available())}")
+        return run_each(names, args.scale)
+    for name in names:  # one
         result, path = run(name, args.scale, args.out)
         print(f"== {name} | scale={config.scale(args.scale)} | {measure.hardware_line()}")
         with pd.option_context("display.width", 160, "display.max_columns", 20):
@@ -38,6 +48,19 @@ def main(argv: list[str] | None = None) -> int:
             print(line)
         print(f"saved {path}")
     return 0
+
+
+def run_each(names: list[str], scale: str | None) -> int:
+    """Run each benchmark in its own fresh interpreter, in turn; return 1 if any failed (after running them all)."""
+    failed = []
+    for name in names:
+        command = [sys.executable, "-m", "fastloops_helpers.book.bench", name]
+        command += ["--scale", scale] if scale else []
+        if subprocess.run(command, check=False).returncode != 0:
+            failed.append(name)
+    if failed:
+        print(f"bench: {', '.join(failed)} failed", file=sys.stderr)
+    return 1 if failed else 0
 
 
 def target_lines(name: str, figures: dict[str, float]) -> list[str]:

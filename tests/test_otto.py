@@ -182,6 +182,33 @@ def test_load_only_takes_turns_and_gives_samples_per_s_per_round():
     assert set(load.index) == {"a", "b"} and (load["samples_per_s"] > 0).all()
 
 
+def test_a_full_step_epoch_is_a_block_with_its_waits_kept_apart():
+    import torch
+
+    from fastloops_helpers.experiments import otto as exp
+
+    open_iterators = []
+
+    class Loader:
+        def __iter__(self):
+            open_iterators.append(self)
+            try:
+                yield from [(torch.zeros(8, 3), torch.zeros(8))] * 5
+            finally:
+                open_iterators.remove(self)
+
+    seen = []
+
+    def factory():
+        return lambda x, y: seen.append(len(open_iterators))  # a step sees only its own loader's iterator open
+
+    timed = exp.step_times({"a": Loader(), "b": Loader()}, factory, 3, torch.device("cpu"))
+    assert set(seen) == {1} and not open_iterators  # each epoch's iterator is closed before the next loader's
+    assert {k: len(v) for k, v in timed.flat("waits").items()} == {"a": 3 * (5 - exp.SKIP), "b": 3 * (5 - exp.SKIP)}
+    every = exp.compare({"a": Loader()}, 2, factory, torch.device("cpu"), skip=0, warmup=0)
+    assert len(every["a"]) == 2 * 5  # skip=0 counts every batch, the first with its iterator's start-up
+
+
 def test_per_round_splits_each_loaders_batches_into_its_rounds():
     from fastloops_helpers.experiments import otto as exp
 

@@ -109,5 +109,5 @@ def test_what_cannot_be_compared_is_named():
         compare_steps({"it": iter([(0, 0)])}, lambda: lambda x, y: None, 1)
     with pytest.raises(ValueError, match="'short' ran out after 3 batches"):
         compare_steps({"short": [(0, 0)] * 3}, lambda: lambda x, y: None, 1, Blocks(2, 2))
-    with pytest.raises(ValueError, match="settle >= 1"):
-        Blocks(settle=0)
+    with pytest.raises(ValueError, match="settle >= 0 and timed >= 1"):
+        Blocks(settle=1, timed=0)

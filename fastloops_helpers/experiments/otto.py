@@ -15,6 +15,7 @@ from .. import config, measure
 from ..data import ffcv_io, otto_csv
 from ..load.batch_loader import BatchLoader
 from ..load.move import move_to
+from ..measure.steps import Blocks, StepTimes, compare_steps
 from ..models import MLP
 from . import BenchResult
 from .training import SKIP, Step, batch_times, table, train_step
@@ -66,19 +67,39 @@ def compare(
 
     Every round runs the loaders in a new order, so a change in the machine's load (other programs) hits all
     loaders alike and no loader always follows the same neighbour. Each loader's list holds its rounds' batches
-    in order, the same number per round: `per_round` splits it again.
+    in order, the same number per round: `per_round` splits it again. With a step, each batch's time is its
+    wait plus the step, timed by `step_times`.
     """
     steps = {name: step_factory() if step_factory is not None else None for name in loaders}
-    out: dict[str, list[float]] = {name: [] for name in loaders}
     for name, loader in loaders.items():
         for _ in range(warmup):  # numba compiles FFCV's pipeline in its first epoch
             batch_times(loader, 1, steps[name], skip=0, device=device)
+    if step_factory is not None:
+        return step_times(loaders, step_factory, epochs, device, desc, skip).flat("steps")
+    out: dict[str, list[float]] = {name: [] for name in loaders}
 
     def epoch(name: str) -> Callable[[], None]:
-        return lambda: out[name].extend(batch_times(loaders[name], 1, steps[name], skip=skip, device=device))
+        return lambda: out[name].extend(batch_times(loaders[name], 1, None, skip=skip, device=device))
 
     measure.interleaved({name: epoch(name) for name in loaders}, epochs, 0, device, desc, shuffle=True)
     return out
+
+
+def step_times(
+    loaders: dict[str, Any],
+    step_factory: Callable[[], Step],
+    epochs: int,
+    device: torch.device,
+    desc: str = "",
+    skip: int = SKIP,
+) -> StepTimes:
+    """Train behind each loader for `epochs` rounds of one epoch each, each loader waiting as it would alone.
+
+    An epoch is a block of `measure.steps.compare_steps`: a fresh iterator, its first `skip` batches left out
+    (0 counts the start-up too), then every batch to the epoch's end, each batch's wait kept apart; the iterator
+    is closed before the next loader's epoch, in a new order every round. Explained in notebooks/10_ffcv_otto.ipynb.
+    """
+    return compare_steps(loaders, step_factory, epochs, Blocks(settle=skip, timed=None), device, desc)
 
 
 def per_round(
@@ -232,15 +253,16 @@ def run(scale: str) -> BenchResult:
     data = prepare(s["rows"])
     loaders = make_loaders(data, batch_size, device)
     load, rates = load_only(loaders, epochs, batch_size, device)  # whole epochs, img/s per round
-    full_times = compare(loaders, epochs, mlp_factory(device), device, "full step")
-    full = table(full_times, batch_size)
+    stepped = step_times(loaders, mlp_factory(device), epochs, device, "full step")
+    full_times = stepped.flat("steps")
+    full, waits = table(full_times, batch_size), table(stepped.flat("waits"), batch_size)
     seed_loaders = seed_protocol_loaders(seed_protocol_data(data, s["seed_rows"]), s["seed_batch_size"], device)
     seed_epochs = s["seed_epochs"]
     seed_times = seed_protocol(seed_loaders, forward_loss_factory(device), seed_epochs, device, "seed 003 protocol")
     seed = seed_table(seed_times)
     rows = [
         {"loader": name, "phase": phase, **{k: float(v) for k, v in t.loc[name].items()}}
-        for phase, t in (("load", load), ("step", full), ("seed protocol", seed))
+        for phase, t in (("load", load), ("step", full), ("wait", waits), ("seed protocol", seed))
         for name in t.index
     ]
     knobs = {

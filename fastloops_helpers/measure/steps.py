@@ -40,12 +40,12 @@ Step = Callable[..., Any]  # a training step: step(*batch)
 class Blocks:
     """How many steps each loader runs per turn: `settle` untimed, then `timed` (None: to the end of its epoch)."""
 
-    settle: int = 1  # a fresh iterator's first batches pay start-up (processes, threads): never timed
+    settle: int = 1  # a fresh iterator's first batches pay start-up (processes, threads); 0 times it too
     timed: int | None = 1  # more steps per turn cost time; whole epochs (None) as seed 003 times them
 
     def __post_init__(self) -> None:
-        if self.settle < 1 or (self.timed is not None and self.timed < 1):
-            raise ValueError(f"need settle >= 1 and timed >= 1 (or None), got settle={self.settle}, timed={self.timed}")
+        if self.settle < 0 or (self.timed is not None and self.timed < 1):
+            raise ValueError(f"need settle >= 0 and timed >= 1 (or None), got settle={self.settle}, timed={self.timed}")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,6 @@
+import functools
 import json
+from pathlib import Path
 
 import nbformat
 
@@ -83,8 +85,9 @@ def test_coalescing_matches_what_nbval_compares():
 
 
 def test_run_time_card_is_generated_at_the_marker(tmp_path, monkeypatch):
-    times = notebooks.save_times(tmp_path / "t.json", {"05_x.ipynb": 14.2}, [], "2026-01-02T00:00:00+00:00", "smoke")
-    times = notebooks.save_times(tmp_path / "t.json", {"05_x.ipynb": 95.0}, [], "2026-01-03T00:00:00+00:00", "workshop")
+    save = functools.partial(notebooks.save_times, tmp_path / "t.json", inplace=True)  # runs of the committed files
+    times = save({"05_x.ipynb": 14.2}, [], "2026-01-02T00:00:00+00:00", "smoke")
+    times = save({"05_x.ipynb": 95.0}, [], "2026-01-03T00:00:00+00:00", "workshop")
     assert set(times) == {"smoke", "workshop"}  # each run is filed under the scale it ran at
     nb = nbformat.v4.new_notebook()
     nb.cells.append(
@@ -98,6 +101,32 @@ def test_run_time_card_is_generated_at_the_marker(tmp_path, monkeypatch):
     line = [ln for ln in nbformat.read(path, as_version=4).cells[0].source.splitlines() if "Run time" in ln][0]
     assert "workshop ~1.6 min" in line and "old text" not in line and line.endswith("|")
     assert not notebooks.refresh_card(path, times)  # nothing new: unchanged
+
+
+def test_a_run_into_another_folder_leaves_the_cards_alone(tmp_path):
+    """make reproduce runs copies (--out): its times go to the report, the cards keep the committed outputs' run."""
+    path = tmp_path / "05_x.ipynb"
+    nb = nbformat.v4.new_notebook()
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"| **Run time** | {notebooks.RUN_TIME_MARKER} old text |"))
+    nbformat.write(nb, path)
+    times_file = tmp_path / "notebook_times.json"
+    times = notebooks.save_times(times_file, {"05_x.ipynb": 95.0}, [], "2026-01-03T00:00:00+00:00", "workshop")
+    assert notebooks.card_text("05_x.ipynb", times) is None and not notebooks.refresh_card(path, times)
+    notebooks.save_times(times_file, {"05_x.ipynb": 30.0}, [], "2026-01-04T00:00:00+00:00", "workshop", inplace=True)
+    times = notebooks.save_times(times_file, {"05_x.ipynb": 95.0}, [], "2026-01-05T00:00:00+00:00", "workshop")
+    assert "workshop ~30 s" in notebooks.card_text("05_x.ipynb", times)  # the in-place run, not the later copy
+    assert times["workshop"]["seconds"]["05_x.ipynb"] == 95.0  # what the report shows
+    assert notebooks.main(["cards", "--times", str(times_file), str(path)]) == 0
+    assert "workshop ~30 s" in nbformat.read(path, as_version=4).cells[0].source
+    report_text = report.build(tmp_path).read_text()
+    assert "| 05_x.ipynb | workshop | 95 | ok |" in report_text and "not this one" in report_text
+
+
+def test_make_reproduce_never_rewrites_the_cards():
+    makefile = (Path(__file__).resolve().parents[1] / "Makefile").read_text()
+    recipe = makefile.split("\nreproduce:")[1].split("\n\n")[0]
+    assert "book.notebooks run --out" in recipe and "--inplace" not in recipe and " cards" not in recipe
+    assert "book.report" in recipe  # the run times go to the report
 
 
 def test_duration_formats():

@@ -6,7 +6,10 @@ output, so a reference made with it on would hold lines nbval never sees), no ti
 progress bar as its final line, saves the seconds per notebook and scale in results/notebook_times.json and,
 with --inplace, rewrites each card's run-time line. `--scale` (default FASTLOOPS_SCALE) reaches each kernel
 through its environment; this process's environment is left as it was.
-`python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the saved times only.
+A card shows the run that made the notebook's stored outputs: only an --inplace run (`make notebooks`) is
+recorded for the cards. A run into --out (`make reproduce`) reports its times in results/REPORT.md and leaves
+the cards alone. `python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the
+saved in-place runs only.
 `python -m fastloops_helpers.book.notebooks hide-solutions [NOTEBOOK ...]` marks each solution cell's input and
 output hidden in JupyterLab (`metadata.jupyter.source_hidden` and `outputs_hidden`) and starts it with a line that
 gives nothing away (a collapsed cell shows its first line), as every run does.
@@ -233,10 +236,14 @@ def run_all(
     return times, failed
 
 
-def save_times(path: Path, times: dict[str, float], failed: list[str], started: str, scale: str) -> dict[str, Any]:
-    """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started}}).
+def save_times(
+    path: Path, times: dict[str, float], failed: list[str], started: str, scale: str, inplace: bool = False
+) -> dict[str, Any]:
+    """Merge this run's seconds into `path` under its scale ({scale: {seconds, failed, machine, started, stored}}).
 
     `started` is kept per notebook, so a result a notebook saved before its latest run shows as a leftover.
+    `stored` holds, per notebook, its latest `inplace` run that passed (seconds, machine, started): the run that
+    made the committed outputs, which its card shows. A run into another folder leaves `stored` as it was.
     """
     doc = load_times(path)
     entry = doc.get(scale, {"seconds": {}, "failed": []})
@@ -244,6 +251,10 @@ def save_times(path: Path, times: dict[str, float], failed: list[str], started: 
     entry["failed"] = sorted((set(entry.get("failed", [])) - set(times)) | set(failed))
     starts = entry.get("started") if isinstance(entry.get("started"), dict) else {}
     entry |= {"machine": machine(), "started": {**starts, **{k: started for k in times}}}
+    if inplace:
+        here = {"machine": entry["machine"], "started": started}
+        done = {k: {"seconds": round(v, 1), **here} for k, v in times.items() if k not in failed}
+        entry["stored"] = {**entry.get("stored", {}), **done}
     doc[scale] = entry
     atomic_write_text(path, json.dumps(doc, indent=2, sort_keys=True) + "\n")
     return doc
@@ -280,14 +291,14 @@ def duration(seconds: float) -> str:
 
 
 def card_text(name: str, times: dict[str, Any]) -> str | None:
-    """Return the generated run-time text for notebook file `name`, or None when no time was saved."""
+    """Return the run-time text for notebook file `name` from its in-place runs, or None when it has none."""
     parts, machines, dates = [], set(), set()
     for scale in config.SCALES:
-        entry = times.get(scale, {})
-        if name in entry.get("seconds", {}):
-            parts.append(f"{scale} {duration(entry['seconds'][name])}")
-            machines.add(entry.get("machine", "?"))
-            dates.add(str(started_at(entry, name))[:10])
+        run = times.get(scale, {}).get("stored", {}).get(name)
+        if run:
+            parts.append(f"{scale} {duration(run['seconds'])}")
+            machines.add(run.get("machine", "?"))
+            dates.add(str(run.get("started", ""))[:10])
     if not parts:
         return None
     where = "; ".join(sorted(machines))
@@ -342,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = config.scale(args.scale)  # validated before any kernel starts; each kernel gets it in its environment
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     seconds, failed = run_all(paths, None if args.inplace else args.out, args.html, scale)
-    times = save_times(times_path, seconds, failed, started, scale)
+    times = save_times(times_path, seconds, failed, started, scale, inplace=args.inplace)
     if args.inplace:
         for path in paths:
             refresh_card(path, times)

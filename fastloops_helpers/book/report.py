@@ -126,7 +126,12 @@ def _times_section(times: dict[str, Any], scales: list[str]) -> list[str]:
             rows.append(
                 {"notebook": "total", "scale": scale, "seconds": round(sum(entry["seconds"].values()), 1), "status": ""}
             )
-    return ["## Notebook run times\n", markdown_table(rows)] if rows else []
+    machines = sorted({times.get(s, {}).get("machine", "?") for s in scales if times.get(s, {}).get("seconds")})
+    where = (
+        f"Measured in this run on {'; '.join(machines)}. The notebooks' cards show the run that made their stored "
+        "outputs (`make notebooks`), not this one.\n"
+    )
+    return ["## Notebook run times\n", where, markdown_table(rows)] if rows else []
 
 
 def notebook_table(times: dict[str, Any]) -> str:

@@ -1,15 +1,19 @@
-"""diagnose(loader, step): verdicts on loaders with known sleeps, the cached replay, clean-up, clear errors."""
+"""diagnose(loader, step): verdicts on known loops, the MNIST shape quiet or beside a busy process, clean-up, errors."""
 
+import subprocess
+import sys
 import threading
 import time
 
+import numpy as np
 import psutil
 import pytest
 import torch
+from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import Diagnosis, diagnose
-from fastloops_helpers.measure import advice
+from fastloops_helpers.measure import advice, input_bound, processes
 from fastloops_helpers.measure.input_bound import LoopError, batch_size
 
 
@@ -45,7 +49,13 @@ def sleep_step(seconds):
     return lambda batch: time.sleep(seconds)
 
 
-def test_a_loader_sleeping_20ms_with_a_2ms_step_is_input_bound():
+@pytest.fixture
+def quiet(monkeypatch):
+    """Read the other processes as idle: for tests of the verdict's thresholds (the neighbour rule has its own)."""
+    monkeypatch.setattr(processes, "neighbours", lambda before, after: processes.Neighbours(0.0))
+
+
+def test_a_loader_sleeping_20ms_with_a_2ms_step_is_input_bound(quiet):
     # predicted: wait 20 / (20 + 2) = 0.91 of the wall time, headspace 22 / 2 = 11x; tolerance: > 0.7 and > 3
     d = diagnose(SleepyLoader(0.020), sleep_step(0.002), batches=15, warmup=2, replay=8)
     assert d.verdict == "input-bound"
@@ -54,7 +64,7 @@ def test_a_loader_sleeping_20ms_with_a_2ms_step_is_input_bound():
     assert abs(d.wait_share + d.step_share - 1) < 0.1  # the rest is the loop's own overhead
 
 
-def test_an_instant_loader_with_a_20ms_step_is_compute_bound():
+def test_an_instant_loader_with_a_20ms_step_is_compute_bound(quiet):
     d = diagnose(SleepyLoader(0.0), sleep_step(0.020), batches=15, warmup=2, replay=8)
     assert d.verdict == "compute-bound"
     assert d.wait_share < 0.2
@@ -69,21 +79,117 @@ def test_the_replay_runs_the_same_step_on_the_same_batches():
     assert d.batches == 10
 
 
-def test_a_step_slowed_in_the_loop_only_makes_the_verdict_inconclusive():
-    from fastloops_helpers.measure import input_bound
+def _slowed_run(others: processes.Neighbours):
+    """A loop whose step took 20 ms per batch in the loop (1 s batches, waits 0.5 s) while `others` ran."""
+    rows = [
+        {"begin": i, "end": i + 1, "wait": 0.5, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
+        for i in range(6)
+    ]
+    return input_bound._Run(rows=rows, cached=[torch.zeros(8, 2)] * 2, neighbours=others)
 
-    # a busy neighbour's pattern: the step took 20 ms per batch in the loop and 1 ms alone
-    run = input_bound._Run(
-        rows=[
-            {"begin": i, "end": i + 1, "wait": 0.0, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
-            for i in range(6)
-        ],
-        cached=[torch.zeros(8, 2)] * 2,
-    )
-    d = input_bound._diagnosis(run, [], replay_s=0.002, warmup=1, device="cpu")
-    assert d.verdict == input_bound.BUSY and d.live_over_replay_step == pytest.approx(20) and not d.recommendations
-    quiet = input_bound._diagnosis(run, [], replay_s=0.04, warmup=1, device="cpu")
-    assert quiet.verdict != input_bound.BUSY
+
+def test_a_step_slowed_in_the_loop_is_inconclusive_only_beside_a_busy_neighbour():
+    neighbour = processes.Neighbours(1.0, (("python", 4242, 0.97),))
+    d = input_bound._diagnosis(_slowed_run(neighbour), [], replay_s=0.002, warmup=1, device="cpu")
+    assert d.live_over_replay_step == pytest.approx(20) and not d.recommendations
+    assert d.verdict == f"{input_bound.BUSY}: python (pid 4242) took 97% of a core" and d.others_cores == 1.0
+    # the same figures on a quiet machine: the loop slowed its own step (loading took its caches)
+    quiet = input_bound._diagnosis(_slowed_run(processes.Neighbours(0.05)), [], 0.002, 1, "cpu")
+    assert quiet.verdict == "input-bound"
+    # a neighbour that slowed the loop and the replay alike, with cores to spare, leaves a verdict
+    alike = input_bound._diagnosis(_slowed_run(neighbour), [], replay_s=0.04, warmup=1, device="cpu")
+    assert not alike.verdict.startswith(input_bound.BUSY)
+    crowded = processes.Neighbours(1.0, (("python", 4242, 0.97),), spare_cores=0.1)  # no core spare: busy
+    assert input_bound._diagnosis(_slowed_run(crowded), [], 0.04, 1, "cpu").verdict.startswith(input_bound.BUSY)
+
+
+class Digits(Dataset):
+    """The shape of PyTorch's MNIST example: 28x28 uint8 images, a PIL image and a new tensor per item."""
+
+    def __init__(self, n: int = 1024) -> None:
+        rng = np.random.default_rng(0)
+        self.images, self.labels = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8), rng.integers(0, 10, n)
+
+    def __len__(self) -> int:
+        return len(self.images)
+
+    def __getitem__(self, i: int):
+        image = np.asarray(Image.fromarray(self.images[i], mode="L"), dtype=np.float32)
+        return (torch.from_numpy(image / 255).unsqueeze(0) - 0.1307) / 0.3081, int(self.labels[i])
+
+
+def mnist_loop():
+    """Return a DataLoader(batch_size=64) without workers over `Digits`, and a tiny MLP's training step."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(batch[0]), batch[1]).backward()
+        opt.step()
+
+    return DataLoader(Digits(), batch_size=64, shuffle=True), step
+
+
+def _told_apart(d):
+    """Assert the MNIST shape's verdict: input-bound, or inconclusive only beside other processes it names."""
+    if d.verdict.startswith(input_bound.BUSY):
+        assert d.others_cores >= input_bound.NEIGHBOUR_CORES and d.neighbours and d.neighbours in d.verdict
+    else:
+        assert d.verdict == "input-bound", d
+
+
+def test_the_mnist_shape_reads_input_bound_on_a_quiet_machine():
+    d = diagnose(*mnist_loop(), batches=16, warmup=2, replay=8)
+    _told_apart(d)
+    if d.others_cores < input_bound.NEIGHBOUR_CORES:  # quiet: whatever slowed the step in the loop was the loop
+        assert d.verdict == "input-bound"
+
+
+def test_the_mnist_shape_beside_a_busy_process_names_it_when_inconclusive():
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.2)  # running before diagnose starts: a neighbour, not one of the loop's workers
+        d = diagnose(*mnist_loop(), batches=16, warmup=2, replay=8)
+        name = psutil.Process(busy.pid).name()
+    finally:
+        busy.kill()
+        busy.wait()
+    _told_apart(d)
+    assert d.others_cores >= 0.3  # the busy process took most of a core, and it is not the loop's
+    if d.verdict != "input-bound":
+        assert f"pid {busy.pid}" in d.verdict or name in d.verdict
+
+
+class BurningDataset(SleepyDataset):
+    """A sample that costs CPU (a worker that would be named if the loop's own workers counted as others)."""
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        sum(range(20_000))
+        return torch.full((2,), float(i))
+
+
+def test_a_busy_process_is_named_and_the_loops_own_workers_are_not():
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    workers = set()
+    try:
+        time.sleep(0.2)
+        before = processes.reading()
+        for _ in range(3):
+            for _ in DataLoader(BurningDataset(n=128), batch_size=8, num_workers=2):  # new workers every epoch
+                workers |= {p.pid for p in psutil.Process().children()} - {busy.pid}
+        after = processes.reading(since=before)
+    finally:
+        busy.kill()
+        busy.wait()
+    seen, mine = processes.neighbours(before, after), workers | {psutil.Process().pid}
+    named = {pid: cores for _, pid, cores in seen.busiest}
+    assert workers and not set(named) & mine and not set(after.others) & mine
+    share = (after.others[busy.pid][1] - before.others[busy.pid][1]) / (after.at - before.at)
+    assert share > 0 and seen.cores >= share * 0.9  # the busy process counts among the others
+    # named, or (on a machine busy with more than this test) as busy as the three named at most
+    assert f"pid {busy.pid}" in str(seen) or share <= min(named.values()) + 0.05
 
 
 def test_epochs_restart_when_the_loader_runs_out():

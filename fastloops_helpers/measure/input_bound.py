@@ -5,8 +5,11 @@ the loader runs out), stamping with `measure.now` and synchronising CUDA before 
 DataLoader it runs a copy rebuilt around the same dataset, sampler, collate function and knobs, wrapped by
 `timeline.instrument`, so workers report when they fetched and collated each batch (the user's dataset code is
 not touched). The step alone is replayed over the first cached batches, the throughput the loop would have if
-loading were free, in passes interleaved with the live batches, so that a busy spell of the machine hits both;
-when the step's time in the loop and alone still disagree, the verdict is "inconclusive: the machine was busy".
+loading were free, in passes interleaved with the live batches, so that a busy spell of the machine hits both.
+The step may still run slower in the loop than alone for a reason of the loop's own (loading in the same thread
+takes its caches), so the verdict is "inconclusive: the machine was busy" only when other processes took CPU time
+during the live and replay passes (`processes.neighbours`) and either made the two disagree or left the loop no
+spare core; it names the busiest of them.
 Explained in notebooks/15_is_my_loop_input_bound.ipynb.
 """
 
@@ -19,19 +22,21 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import psutil
 import torch
 from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..tree import batch_len, tensors
-from . import advice, timeline
+from . import advice, processes, timeline
 from .clock import Timer, measure, now, sync
+from .processes import pss_mb
 from .stats import median, p95
 
 MAIN = "main: loop"
 BUSY = "inconclusive: the machine was busy"
-BUSY_RATIO = 1.5  # the step in the loop and alone, per batch, further apart than this: something else ran
+NEIGHBOUR_CORES = 0.5  # the other processes took at least half a core during the loop: a neighbour, busy ...
+BUSY_RATIO = 1.5  # ... if the step's time per batch in the loop and alone are further apart than this ...
+SPARE_CORES = 0.5  # ... or the neighbour left the loop less than half a core spare
 
 
 class LoopError(RuntimeError):
@@ -56,6 +61,7 @@ class Diagnosis:
     replay_samples_per_s: float  # the step alone over cached batches: loading free
     headspace: float  # replay_samples_per_s / samples_per_s
     live_over_replay_step: float  # the step's median time per batch in the loop over its time alone (~1: quiet)
+    others_cores: float  # CPU the other processes took during the live and replay passes, in cores (0: quiet)
     pss_mb: dict[str, float]  # proportional set size of the main process and of its children (workers)
     stages_ms: dict[str, float]  # median milliseconds per batch of each timeline stage
     batches: int  # measured batches (after warm-up)
@@ -66,6 +72,7 @@ class Diagnosis:
     figures: advice.Figures
     timeline: timeline.Timeline = field(repr=False)
     window_start: float = 0.0  # timeline time at which the measured batches start
+    neighbours: str = ""  # the busiest other processes, by name, pid and share of a core
 
     def __repr__(self) -> str:
         top = (
@@ -92,6 +99,7 @@ class Diagnosis:
             "step alone, samples/s": self.replay_samples_per_s,
             "headspace (x)": self.headspace,
             "step in loop / alone (x)": self.live_over_replay_step,
+            "other processes (cores)": self.others_cores,
             **{f"PSS {k} (MB)": v for k, v in self.pss_mb.items()},
             **{f"{k} per batch (ms)": v for k, v in self.stages_ms.items()},
         }
@@ -148,6 +156,7 @@ def diagnose(
             f"warmup={warmup}, replay={replay}, repeat={repeat}"
         )
     source = (_instrumented(loader) if instrument else None) or loader
+    before = processes.reading()
     try:
         run = _run(source, step, warmup + batches, warmup, replay, copy, device)
     finally:
@@ -158,6 +167,7 @@ def diagnose(
             f"lower warmup or give it more data"
         )
     replay_s = _replay(step, run.cached, repeat, device, run.replays)
+    run.neighbours = processes.neighbours(before, processes.reading(since=before))
     return _diagnosis(run, loader, replay_s, warmup, device)
 
 
@@ -189,6 +199,7 @@ class _Run:
     pss_mb: dict[str, float] = field(default_factory=dict)
     replays: list[float] = field(default_factory=list)  # seconds of the replay passes run between live batches
     pauses: list[int] = field(default_factory=list)  # the batches after which one ran
+    neighbours: processes.Neighbours = field(default_factory=lambda: processes.Neighbours(0.0))  # while it ran
 
 
 def _run(
@@ -364,22 +375,6 @@ def _instrumented(loader: Iterable[Any]) -> DataLoader | None:
 
 
 # ------------------------------------------------------------------------------------------ the figures
-def pss_mb() -> dict[str, float]:
-    """Return the PSS (MB) of this process and the sum over its child processes (DataLoader workers)."""
-    root = psutil.Process()
-    main = _pss(root)
-    children = [_pss(c) for c in root.children(recursive=True)]
-    return {"main": main, "workers": float(sum(children)), "total": main + float(sum(children))}
-
-
-def _pss(proc: psutil.Process) -> float:
-    try:
-        info = proc.memory_full_info()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0.0
-    return getattr(info, "pss", info.uss) / 2**20  # PSS splits shared pages among their users; USS where no PSS
-
-
 def _head_start(loader: Iterable[Any]) -> int:
     """Return how many batches a loader can have ready after a pause (they come without a wait)."""
     if isinstance(loader, DataLoader) and loader.num_workers > 0:
@@ -405,7 +400,7 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
     replay_rate = sum(batch_size(b) for b in run.cached) / replay_s
     stages = _stages(run.tl, warmup)
     step_ratio = float(window["step"].median()) / (replay_s / len(run.cached))
-    busy = not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
+    busy = _busy(step_ratio, run.neighbours)
     figures = _figures(
         run,
         loader,
@@ -429,16 +424,30 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
         replay_samples_per_s=replay_rate,
         headspace=replay_rate / rate,
         live_over_replay_step=step_ratio,
+        others_cores=run.neighbours.cores,
         pss_mb=run.pss_mb,
         stages_ms={k: v * 1e3 for k, v in stages.items()},
         batches=len(rows) - warmup,
         samples=int(rows["samples"].iloc[warmup:].sum()),
-        verdict=BUSY if busy else advice.verdict(figures.wait_share, figures.headspace),
+        verdict=f"{BUSY}: {run.neighbours}" if busy else advice.verdict(figures.wait_share, figures.headspace),
         recommendations=[] if busy else advice.recommend(figures),
         figures=figures,
         timeline=run.tl,
         window_start=float(window["begin"].iloc[0] - run.tl.origin),
+        neighbours=str(run.neighbours),
     )
+
+
+def _busy(step_ratio: float, neighbours: processes.Neighbours) -> bool:
+    """Return whether another program ran enough to make the figures the machine's, not the loop's.
+
+    A step slower in the loop than alone on a quiet machine is the loop's own doing (loading in the same thread
+    takes the step's caches): the verdict stands. Beside a neighbour, the same disagreement, or a machine left
+    without a spare core, says nothing certain about the loop.
+    """
+    if neighbours.cores < NEIGHBOUR_CORES:
+        return False
+    return neighbours.spare_cores < SPARE_CORES or not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
 
 
 def _stages(tl: timeline.Timeline, warmup: int) -> dict[str, float]:

@@ -1,0 +1,113 @@
+"""The processes around a measurement: this process tree's memory, and the CPU time the other processes took.
+
+`diagnose` reads the CPU figures to tell a busy neighbour (another program taking a core) from the loop's own
+interference (loading in the step's thread, which takes its caches): both make the step slower inside the loop
+than alone, but only a neighbour shows as CPU time outside this process tree. Explained in
+notebooks/15_is_my_loop_input_bound.ipynb.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import psutil
+
+from .clock import now
+
+NAMED_CORES = 0.1  # a process is named as a neighbour when it used at least a tenth of a core ...
+NAMED_MAX = 3  # ... and among the busiest three
+_NOT_WORK = ("idle", "iowait", "steal", "guest", "guest_nice")  # guest time is counted in user time already
+
+
+@dataclass(frozen=True)
+class CpuReading:
+    """CPU seconds at one moment: the whole machine's, this process tree's, and each other process's."""
+
+    at: float  # clock.now()
+    machine_s: float  # CPU seconds every core spent working since boot (not idle, not waiting for I/O)
+    own_s: float  # this process and its children (DataLoader workers), the reaped ones included
+    others: dict[int, tuple[str, float]] = field(default_factory=dict)  # pid: (name, CPU seconds)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """What the other processes ran between two readings: in cores (CPU seconds per wall second)."""
+
+    cores: float  # every process outside the loop's, together (1.0: one core kept busy all along)
+    busiest: tuple[tuple[str, int, float], ...] = ()  # (name, pid, cores), busiest first
+    spare_cores: float = float("inf")  # the cores neither the loop nor the others used (0: the machine was full)
+
+    def __str__(self) -> str:
+        named = ", ".join(f"{name} (pid {pid}) took {cores:.0%} of a core" for name, pid, cores in self.busiest)
+        return named or f"other processes took {self.cores:.2f} cores, none for long"
+
+
+def reading(since: CpuReading | None = None) -> CpuReading:
+    """Return the CPU seconds of the machine, of the loop's processes and of every other process, now.
+
+    The loop's processes are this one and, with `since`, the children started after it (the loop's workers).
+    Children that already ran at `since` count as others: a program this one started, not the loop.
+    """
+    root = psutil.Process()
+    kids = root.children(recursive=True)
+    mine = [root, *(k for k in kids if since is not None and k.pid not in since.others)]
+    pids = {p.pid for p in mine}
+    others = {
+        p.pid: (p.info["name"] or "?", p.info["cpu_times"].user + p.info["cpu_times"].system)
+        for p in psutil.process_iter(["name", "cpu_times"])
+        if p.pid not in pids and p.info["cpu_times"] is not None
+    }
+    return CpuReading(now(), _machine_s(), _own_s(mine), others)  # the clock last: the scan is not in the window
+
+
+def neighbours(before: CpuReading, after: CpuReading) -> Neighbours:
+    """Return the cores the other processes used between `before` and `after`, and the busiest of them by name.
+
+    Take `after` with `reading(since=before)`, so that the workers the loop started count as the loop's.
+    """
+    wall = max(after.at - before.at, 1e-9)
+    machine, loop = (after.machine_s - before.machine_s) / wall, (after.own_s - before.own_s) / wall
+    cores = max(0.0, machine - loop)
+    used = [
+        (name, pid, (seconds - before.others[pid][1]) / wall)
+        for pid, (name, seconds) in after.others.items()
+        if pid in before.others and before.others[pid][0] == name
+    ]
+    busiest = sorted((u for u in used if u[2] >= NAMED_CORES), key=lambda u: -u[2])[:NAMED_MAX]
+    return Neighbours(cores, tuple(busiest), (psutil.cpu_count() or 1) - max(machine, loop))
+
+
+def _machine_s() -> float:
+    times = psutil.cpu_times()._asdict()
+    return sum(v for k, v in times.items() if k not in _NOT_WORK)
+
+
+def _own_s(mine: list[psutil.Process]) -> float:
+    """Return the CPU seconds of `mine`, with the children each has reaped (this one's ended workers).
+
+    Only the loop's processes count their reaped children: another process's would bring in their whole lives.
+    """
+    total = 0.0
+    for p in mine:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + t.children_user + t.children_system
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # a worker that ended between the listing and the reading: its parent counts it once reaped
+    return total
+
+
+def pss_mb() -> dict[str, float]:
+    """Return the PSS (MB) of this process and the sum over its child processes (DataLoader workers)."""
+    root = psutil.Process()
+    main = _pss(root)
+    children = [_pss(c) for c in root.children(recursive=True)]
+    return {"main": main, "workers": float(sum(children)), "total": main + float(sum(children))}
+
+
+def _pss(proc: psutil.Process) -> float:
+    try:
+        info = proc.memory_full_info()
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return 0.0
+    return getattr(info, "pss", info.uss) / 2**20  # PSS splits shared pages among their users; USS where no PSS

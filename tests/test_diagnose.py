@@ -320,12 +320,36 @@ def test_batch_size_reads_the_leading_dimension():
     assert batch_size([torch.zeros(7)]) == 7
 
 
+ROWS, ROW_FLOATS, BATCH = 256, 32_768, 32  # 128 KiB rows, 4 MiB batches: the copy is a visible part of a batch
+
+
+def _pinning_gain(d):
+    """Return the pinning advice's gain, after checking it is the rule's arithmetic: batch / (batch - copy)."""
+    pin = [r for r in advice.recommend(d.figures) if r.notebook == "06, 07"]
+    assert d.figures.cuda_step and d.figures.pageable and pin, d.recommendations
+    f = d.figures
+    assert pin[0].gain == pytest.approx(f.batch_s / (f.batch_s - f.transfer_s)) and pin[0].gain >= advice.MIN_GAIN
+    return pin[0].gain
+
+
+def test_pageable_batches_of_several_mb_beside_a_simulated_gpu_are_told_to_pin(monkeypatch, quiet):
+    copy_s = BATCH * ROW_FLOATS * 4 / 1e9  # the copy of a batch at 1 GB/s: a slow pageable PCIe link
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
+    monkeypatch.setattr(input_bound, "measure", lambda fn, repeat, warmup, device: [copy_s] * repeat)
+    loader = DataLoader(torch.randn(ROWS, ROW_FLOATS), batch_size=BATCH)
+    d = diagnose(loader, sleep_step(0.002), batches=6, warmup=1, replay=4)  # the step stands in for a GPU's
+    assert d.figures.transfer_s == copy_s and _pinning_gain(d) > 1.1  # 4 ms of copy in a batch of a few ms
+    assert any(r.notebook == "06, 07" for r in d.recommendations)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_a_cuda_step_on_pageable_batches_is_told_to_pin():
-    w = torch.randn(256, 256, device="cuda")
-    loader = DataLoader(torch.randn(512, 256), batch_size=64)
-    d = diagnose(loader, lambda b: b.to("cuda") @ w, batches=6, warmup=1)
-    assert d.figures.cuda_step and d.figures.pageable and d.figures.transfer_s > 0
+def test_a_cuda_step_on_pageable_batches_is_told_to_pin(quiet):
+    w = torch.randn(ROW_FLOATS, 256, device="cuda")
+    loader = DataLoader(torch.randn(ROWS, ROW_FLOATS), batch_size=BATCH)
+    d = diagnose(loader, lambda b: b.to("cuda") @ w, batches=6, warmup=1, replay=4)
+    assert d.figures.transfer_s > 0 and _pinning_gain(d)
     assert any(r.notebook == "06, 07" for r in d.recommendations)
 
 

@@ -170,3 +170,42 @@ def test_check_jax_finds_a_leaf_that_is_not_a_jax_array():
     pytest.importorskip("jax")
     xs = slide_xs(4)
     assert "not a JAX array" in bench_devices.check_jax(xs, xs)
+
+
+def test_the_benchmark_moves_to_the_device_fastloops_device_names(monkeypatch):
+    monkeypatch.setenv("FASTLOOPS_DEVICE", "meta")
+    monkeypatch.setattr(bench_devices, "compare_jax", lambda *args: [])  # JAX moves to its own device: not this test
+    result = bench_devices.run("smoke")
+    assert result.knobs["target"] == "meta" and {r["target"] for r in result.rows} == {"meta"}
+    by_way = {(r["leaves"], r["method"]): r for r in result.rows}
+    assert by_way["large", "move_to (helpers)"]["correct"] == "ok"  # every tensor reached meta
+    assert by_way["large", "TensorDict.from_dict(xs).to"]["correct"] != "ok"  # the pim list stayed on the CPU
+    assert "pinned_copy_speedup" not in result.figures and result.knobs["cuda_mb"] is None
+
+
+def test_a_cuda_target_also_times_the_host_to_gpu_copies(monkeypatch):
+    calls = {}
+    cuda = torch.device("cuda")
+    monkeypatch.setattr(bench_devices.config, "device", lambda: cuda)
+    monkeypatch.setattr(bench_devices, "compare_jax", lambda *args: [])
+
+    def ways(found, sides, rounds, block_ms, target):
+        calls["ways"] = target
+        return [{"leaves": "large", "method": bench_devices.HELPERS, "over_fastest": 1.0, "target": str(target)}]
+
+    def copies(nbytes, repeat, target):
+        calls["copies"] = target
+        return [{"way": bench_devices.PINNED}], {"pinned_copy_speedup": 3.0}
+
+    monkeypatch.setattr(bench_devices, "compare_ways", ways)
+    monkeypatch.setattr(bench_devices, "cuda_copies", copies)
+    result = bench_devices.run("smoke")
+    assert calls == {"ways": cuda, "copies": cuda} and result.knobs["target"] == "cuda"
+    assert result.figures["pinned_copy_speedup"] == 3.0 and result.knobs["cuda_mb"] == bench_devices.CUDA_MB
+
+
+def test_pinned_copy_speedup_is_pageable_over_pinned_per_round_with_its_interval():
+    samples = {bench_devices.PAGEABLE: [2.0, 3, 2, 2, 4, 2], bench_devices.PINNED: [1.0, 1, 1, 2, 1, 1]}
+    found = bench_devices.copy_figures(samples)
+    assert found["pinned_copy_speedup"] == 2.0
+    assert found["pinned_copy_speedup_ci_low"] == 1.0 and found["pinned_copy_speedup_ci_high"] == 4.0

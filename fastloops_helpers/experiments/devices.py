@@ -21,6 +21,7 @@ from . import BenchResult
 
 LEAF_SIDES = {"small": 8, "large": 224}  # image side of the slide's xs: tiny leaves show pure overhead
 HELPERS = "move_to (helpers)"  # the row every other way is compared with
+CUDA_MB = 64  # host-to-GPU copies on a CUDA target: large enough to show bandwidth, not latency
 WAYS: dict[str, Callable[[Any, torch.device], Any]] = {
     HELPERS: move_to,
     "slide move_to (fixed)": slide_move_to,
@@ -49,18 +50,21 @@ def _repeated(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
     return block
 
 
-def per_call_seconds(fns: dict[str, Callable[[], Any]], rounds: int, block_s: float) -> dict[str, list[float]]:
+def per_call_seconds(
+    fns: dict[str, Callable[[], Any]], rounds: int, block_s: float, device: torch.device | str | None = None
+) -> dict[str, list[float]]:
     """Time each fn in interleaved rounds (measure.interleaved), each round a block of ~`block_s`; seconds per call.
 
     A call of a few microseconds is shorter than what one clock read resolves reliably, so each sample
-    times a block of calls sized from one calibration call. Explained in notebooks/06_device_moves.ipynb.
+    times a block of calls sized from one calibration call. The clock waits for `device` (a CUDA target's
+    queued copies). Explained in notebooks/06_device_moves.ipynb.
     """
     calls = {
-        name: max(1, int(block_s / max(measure.median(measure.measure(fn, repeat=3, warmup=1)), 1e-7)))
+        name: max(1, int(block_s / max(measure.median(measure.measure(fn, 3, 1, device)), 1e-7)))
         for name, fn in fns.items()
     }
     blocks = {name: _repeated(fn, calls[name]) for name, fn in fns.items()}
-    samples = measure.interleaved(blocks, repeat=rounds, warmup=1)
+    samples = measure.interleaved(blocks, repeat=rounds, warmup=1, device=device)
     return {name: [s / calls[name] for s in values] for name, values in samples.items()}
 
 
@@ -93,7 +97,8 @@ def compare_ways(
     target, rows = torch.device(target), []
     for leaves, side in sides.items():
         xs = make_xs(side)
-        samples = per_call_seconds({n: partial(f, xs, target) for n, f in ways.items()}, rounds, block_ms / 1e3)
+        calls: dict[str, Callable[[], Any]] = {n: partial(f, xs, target) for n, f in ways.items()}
+        samples = per_call_seconds(calls, rounds, block_ms / 1e3, target)
         median = {n: measure.median(s) for n, s in samples.items()}
         fastest = min(median.values())
         rows += [
@@ -101,6 +106,7 @@ def compare_ways(
                 "leaves": leaves,
                 "method": name,
                 "input": "torch tensors",
+                "target": str(target),
                 "us_per_call": median[name] * 1e6,
                 "over_fastest": median[name] / fastest,
                 "correct": check_moved(xs, fn(xs, target), target),
@@ -169,41 +175,81 @@ def figures(rows: list[dict[str, Any]], jax_rows: list[dict[str, Any]]) -> dict[
 
 
 def run(scale: str) -> BenchResult:
-    """Time every available way on the slide's xs with small and large leaves, CPU target; check each result."""
-    rounds, block_ms = config.size("devices.rounds", scale), config.size("devices.block_ms", scale)
+    """Time every available way on the slide's xs with small and large leaves onto `config.device()`; check each.
+
+    On a CUDA device the host-to-GPU copies (pageable, pinned, non_blocking) are timed too.
+    """
+    rounds, block_ms, target = (
+        config.size("devices.rounds", scale),
+        config.size("devices.block_ms", scale),
+        config.device(),
+    )
     found, skipped = methods()
-    rows = compare_ways(found, LEAF_SIDES, rounds, block_ms)
+    rows = compare_ways(found, LEAF_SIDES, rounds, block_ms, target)
     jax_rows = compare_jax(JAX_FROM_TORCH, JAX_FROM_JAX, LEAF_SIDES, rounds, block_ms)
     if not jax_rows:
         skipped |= dict.fromkeys([*JAX_FROM_TORCH, *JAX_FROM_JAX], "JAX is not installed: pip install jax")
+    copy_rows, copy_found = cuda_copies(CUDA_MB * 2**20, rounds, target) if target.type == "cuda" else ([], {})
     knobs = {
         "rounds": rounds,
         "block_ms": block_ms,
-        "target": "cpu",
+        "target": str(target),
+        "jax_baseline": "move_to to cpu",
+        "cuda_mb": CUDA_MB if copy_rows else None,
         "skipped": skipped,
         "statistic": "median over interleaved rounds",
         "leaf_sides": LEAF_SIDES,
     }
-    return BenchResult(rows + jax_rows, figures(rows, jax_rows), knobs=knobs, repeats=rounds)
+    found_figures = figures(rows, jax_rows) | copy_found
+    return BenchResult(rows + jax_rows + copy_rows, found_figures, knobs=knobs, repeats=rounds)
 
 
-def cuda_copy_rows(nbytes: int, repeat: int = 10) -> list[dict[str, Any]]:
-    """Time host-to-GPU copies of `nbytes`: pageable vs pinned, blocking vs non_blocking, pinning each time."""
-    dev = torch.device("cuda")
+PAGEABLE, PINNED = "pageable .to()", "pinned .to()"  # the pair pinned_copy_speedup compares
+
+
+def cuda_copies(
+    nbytes: int, repeat: int = 10, device: torch.device | str = "cuda"
+) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Time host-to-GPU copies of `nbytes`, interleaved: pageable vs pinned, blocking or not, pinning each time.
+
+    Return one row per way (median ms and GB/s) and the figures `copy_figures` takes from the rounds.
+    Explained in notebooks/06_device_moves.ipynb.
+    """
+    dev = torch.device(device)
     pageable = torch.rand(nbytes // 4)
     pinned = pageable.pin_memory()
     ways = {
-        "pageable .to()": lambda: pageable.to(dev),
-        "pageable .to(non_blocking=True)": lambda: pageable.to(dev, non_blocking=True),
-        "pinned .to()": lambda: pinned.to(dev),
-        "pinned .to(non_blocking=True)": lambda: pinned.to(dev, non_blocking=True),
-        "pin_memory() then .to(non_blocking=True)": lambda: pageable.pin_memory().to(dev, non_blocking=True),
+        PAGEABLE: partial(pageable.to, dev),
+        "pageable .to(non_blocking=True)": partial(pageable.to, dev, non_blocking=True),
+        PINNED: partial(pinned.to, dev),
+        "pinned .to(non_blocking=True)": partial(pinned.to, dev, non_blocking=True),
+        "pin_memory() then .to(non_blocking=True)": partial(_pin_then_copy, pageable, dev),
     }
+    samples = measure.interleaved(ways, repeat=repeat, warmup=2, device=dev, shuffle=True)
     rows = []
-    for name, fn in ways.items():
-        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, device=dev))
-        rows.append({"way": name, "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9})
-    return rows
+    for name, seconds in samples.items():
+        t = measure.median(seconds)
+        rows.append(
+            {"way": name, "target": str(dev), "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9}
+        )
+    return rows, copy_figures(samples)
+
+
+def _pin_then_copy(t: torch.Tensor, device: torch.device) -> torch.Tensor:
+    return t.pin_memory().to(device, non_blocking=True)
+
+
+def copy_figures(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Return pinned_copy_speedup (pageable over pinned seconds, per round) with its 95 % interval.
+
+    Explained in notebooks/06_device_moves.ipynb.
+    """
+    return measure.interval_figures("pinned_copy_speedup", measure.ratios(samples, PAGEABLE, PINNED))
+
+
+def cuda_copy_rows(nbytes: int, repeat: int = 10) -> list[dict[str, Any]]:
+    """Time host-to-GPU copies of `nbytes` (`cuda_copies`' rows); notebook 06 saves `cuda_copies`' figures too."""
+    return cuda_copies(nbytes, repeat)[0]
 
 
 def jax_shares_memory() -> dict[str, bool]:

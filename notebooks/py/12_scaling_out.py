@@ -5,7 +5,7 @@
 # |---|---|
 # | **Question** | When one process is not enough, how does each process load only its share of the data, does training on shards give the same model as one process with the same global batch, and what did `DataParallel` do before DDP? |
 # | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem), 002 (one loader per GPU process) |
-# | **GPU** | no: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine |
+# | **GPU** | optional: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine, where one more cell and exercise 4 time DataParallel on the GPUs |
 # | **Run time** | <!-- run-time --> workshop ~38 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
 #
 # PyTorch's established engine for data-parallel training is `DistributedDataParallel` (DDP) launched by
@@ -456,7 +456,7 @@ ex3_checks = [distributed.shard_check(s, len(ex3_train["X"])) for s in ex3_epoch
 for ex3_epoch, ex3_check in enumerate(ex3_checks):
     print(f"epoch {ex3_epoch}:", {k: ex3_check[k] for k in ("covered", "disjoint", "repeated", "expected_padding")})
 print("rank 0, first ids of epoch 0:", ex3_epochs[0][0][:8], "| epoch 1:", ex3_epochs[1][0][:8])
-assert all(c["covered"] and c["disjoint"] for c in ex3_checks)
+assert len(ex3_checks) == 2 and all(c["covered"] and c["disjoint"] for c in ex3_checks)
 assert not np.array_equal(ex3_epochs[0][0], ex3_epochs[1][0])
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -473,19 +473,27 @@ def ex4_steps(model, x, device_ids, repeat=20):
     replicas = replicate(model, device_ids[:len(chunks)])
     outputs = parallel_apply(replicas, [(c,) for c in chunks])
     with torch.no_grad():
-        return measure.interleaved(
+        times = measure.interleaved(
             {"scatter": lambda: scatter(x, device_ids),
              "replicate": lambda: replicate(model, device_ids[:len(chunks)]),
              "parallel_apply": lambda: parallel_apply(replicas, [(c,) for c in chunks]),
              "gather": lambda: gather(outputs, device_ids[0])}, repeat=repeat, warmup=2, device=torch.device("cuda"))
+    return times, outputs
 
 
-ex4 = None
 if torch.cuda.is_available():
     ex4_ids = list(range(torch.cuda.device_count()))
-    ex4 = ex4_steps(MLP().cuda(), torch.randn(batch_size * world_size, 93, device="cuda"), ex4_ids)
+    ex4_model = MLP().cuda()
+    ex4_x = torch.randn(batch_size * world_size, 93, device="cuda")
+    ex4, ex4_outputs = ex4_steps(ex4_model, ex4_x, ex4_ids)
     for ex4_name, ex4_seconds in ex4.items():
         print(f"{ex4_name:>15}: {measure.median(ex4_seconds) * 1e6:8.1f} us on {len(ex4_ids)} GPU(s)")
+    ex4_weights = sum(p.numel() for p in ex4_model.parameters())
+    print(f"replicate copies all {ex4_weights} weights to each of {len(ex4_outputs)} GPU(s), at every call")
+    # each GPU ran a whole copy of the model on its chunk: the outputs come from every GPU and equal the model's
+    from torch.nn.parallel import gather
+    with torch.no_grad():
+        ex4_same = torch.allclose(gather(ex4_outputs, ex4_ids[0]), ex4_model(ex4_x), atol=1e-5)
+    assert [o.device.index for o in ex4_outputs] == ex4_ids[:len(ex4_outputs)] and ex4_same
 else:
-    print("skipped: no CUDA GPU here (DataParallel only scatters, replicates and gathers across GPUs)")
-assert ex4 is None or set(ex4) == {"scatter", "replicate", "parallel_apply", "gather"}
+    print("needs a GPU, skipped (DataParallel only scatters, replicates and gathers across GPUs)")

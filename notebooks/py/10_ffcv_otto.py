@@ -588,4 +588,4 @@ ex4_table = pd.DataFrame(ex4_rows).set_index("loader")
 ex4_table["every / seed's"] = ex4_table.iloc[:, 1] / ex4_table.iloc[:, 2]
 print(ex4_table.round(3).to_string())
 print("moves most:", ex4_table["every / seed's"].idxmax())
-assert all(len(v) % ex4_epochs == 0 and len(v) // ex4_epochs > otto.SEED_SKIP for v in ex4_times.values())
+assert len(ex4_times) >= 2 and len(ex4_times) == len(seed_loaders) and all(len(v) % ex4_epochs == 0 and len(v) // ex4_epochs > otto.SEED_SKIP for v in ex4_times.values())

@@ -237,12 +237,13 @@ ex1_before = torch.get_num_threads()
 ex1_one = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=1)
 ex1_all = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=threads)
 ex1_gain = ex1_all / ex1_one
-ex1_answer = ("one core already streams about what the memory delivers" if ex1_gain < (1 + threads) / 2
+ex1_answer = ("more threads slow the copy: a thread waits for a core that another process holds" if ex1_gain < 0.8
+              else "one core already streams about what the memory delivers" if ex1_gain < (1 + threads) / 2
               else "each core adds bandwidth: one core does not saturate the memory bus")
 print(f"{copy_mb} MiB copy: 1 thread {ex1_one:.1f} GB/s, {threads} threads {ex1_all:.1f} GB/s: "
       f"{ex1_gain:.2f}x from {threads} threads (single run): {ex1_answer}")
 assert torch.get_num_threads() == ex1_before, "copy_bandwidth left torch's thread count changed"
-assert (ex1_gain < (1 + threads) / 2) == ex1_answer.startswith("one core")  # the words follow the measured ratio
+assert (ex1_gain >= (1 + threads) / 2) == ex1_answer.startswith("each core")  # the words follow the measured ratio
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Where does this machine's cache end? Read the data caches' sizes (`capabilities.cache_sizes()`, from

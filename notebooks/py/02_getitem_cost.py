@@ -146,7 +146,7 @@ per_sample = sweep.set_index(["batch_size", "fetch"])["us_per_sample"]
 small = batch_sizes[0]
 for fetch, low, high in (("per_sample_stack", 0.5, 2), ("batched_index", 0, 0.5)):
     _ = measure.predicted(f"{fetch}, µs per sample at batch {big} / at batch {small}", low, high,
-                          per_sample[big, fetch] / per_sample[small, fetch], "x", fmt=".2f")
+                          per_sample[big, fetch] / per_sample[small, fetch], "x")
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -502,8 +502,9 @@ ex1_bytes = num_features * ex1_data["rows"].element_size() / ex1_data["integers"
 ex1_stack = {bs: ex1.loc[(bs, "rows"), "stack"] / ex1.loc[(bs, "integers"), "stack"] for bs in (100, batch_size)}
 for bs, grew in ex1_stack.items():
     print(f"batch {bs}: a row has {ex1_bytes:.0f}x an integer's bytes; stacking rows takes {grew:.2f}x the time "
-          f"(single run); the stack's share goes {ex1.loc[(bs, 'integers'), 'stack_share']:.2f} -> "
-          f"{ex1.loc[(bs, 'rows'), 'stack_share']:.2f}")
+          f"(single run); the stack's share of the per-sample path is {ex1.loc[(bs, 'integers'), 'stack_share']:.2f} "
+          f"for integers, {ex1.loc[(bs, 'rows'), 'stack_share']:.2f} for rows: "
+          + ("larger" if ex1.loc[(bs, "rows"), "stack_share"] > ex1.loc[(bs, "integers"), "stack_share"] else "smaller"))
 print("the stack's time follows the number of tensors, not their bytes: each of the batch's tensors is checked "
       "and its header read, while the bytes are a few hundred kB at most, a fraction of a cache")
 assert max(ex1_stack.values()) < ex1_bytes / 4  # per tensor, not per byte: the stack grows far less than the bytes

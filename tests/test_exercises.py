@@ -124,8 +124,9 @@ def reads_timed(node: ast.AST, bound: dict[str, set[str]], depth: int = 3) -> bo
     return False
 
 
-def _zero(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == 0
+def _zero(node: ast.AST, value: object = 0) -> bool:
+    """Return whether `node` is the constant `value` (0 by default; False is not 0)."""
+    return isinstance(node, ast.Constant) and not isinstance(node.value, bool) and node.value == value
 
 
 def duration_vs_zero(test: ast.AST, bound: dict[str, set[str]]) -> list[str]:
@@ -160,23 +161,16 @@ def escape_clauses(test: ast.AST) -> list[str]:
     found = []
     for node in (n for n in ast.walk(test) if isinstance(n, ast.BoolOp) and isinstance(n.op, ast.Or)):
         first = node.values[0]
-        none = isinstance(first, ast.Compare) and isinstance(first.ops[0], ast.Is) and _is_none(first.comparators[0])
+        none = isinstance(first, ast.Compare) and isinstance(first.ops[0], ast.Is) and _zero(first.comparators[0], None)
         if none or (isinstance(first, ast.UnaryOp) and isinstance(first.op, ast.Not)):
             found.append(f"'{ast.unparse(first)} or ...' checks nothing when {ast.unparse(first)}")
     return found
 
 
-def _is_none(node: ast.AST) -> bool:
-    return isinstance(node, ast.Constant) and node.value is None
-
-
 def _roots(node: ast.AST) -> set[str]:
     """Return the variable names a collection expression hangs from (`ex1_rates.values()` -> ex1_rates)."""
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - _callee_names(node)
-
-
-def _callee_names(node: ast.AST) -> set[str]:
-    return {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    called = {c.func.id for c in ast.walk(node) if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - called
 
 
 def non_empty(check: ast.AST) -> set[str]:
@@ -267,6 +261,12 @@ def _sleep_knob(name: str) -> bool:
     return "sleep" in tokens or ("step" in tokens and bool(tokens & {"s", "ms", "us", "seconds"}))
 
 
+def _sleep_only(node: ast.AST) -> bool:
+    """Return whether `node` is built from a configured sleep (a variable such as `step_ms`) and no measured time."""
+    knobs = {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and _sleep_knob(n.id)}
+    return bool(knobs) and not any(looks_timed(w) for w in leaf_words(node) - knobs)
+
+
 def against_itself(test: ast.AST, bound: dict[str, set[str]]) -> list[str]:
     """Rule d: both sides the same quantity up to constant factors, or a measured time >= the sleep inside it."""
     found = []
@@ -281,7 +281,7 @@ def against_itself(test: ast.AST, bound: dict[str, set[str]]) -> list[str]:
             a, b = ast.dump(_strip_factors(left)), ast.dump(_strip_factors(right))
             if a == b and not isinstance(_strip_factors(left), ast.Constant):
                 found.append(f"{ast.unparse(cmp)}: both sides are the same quantity")
-            elif not isinstance(op, ast.Eq) and reads_timed(left, bound) and any(map(_sleep_knob, leaf_words(right))):
+            elif not isinstance(op, ast.Eq) and reads_timed(left, bound) and _sleep_only(right):
                 found.append(f"{ast.unparse(cmp)}: a measured time against the sleep it contains")
     return found
 
@@ -382,6 +382,7 @@ def _rules(source: str) -> list[str]:
         ("a = f()\nassert a >= 0.95 * a", ["d"]),
         ("step_ms = 100\nrows = f()\nassert len(rows) > 0 and all(r['wall_s'] >= step_ms / 1000 for r in rows)", ["d"]),
         ("step_ms = 100\nwall_s = f()\nassert wall_s < 3 * step_ms / 1000", []),  # an upper bound can fail
+        ("a, b = f(), g()\nassert b.figures.step_s > 2 * a.figures.step_s", []),  # two measured times
         ("x = f()\nprint(x)", ["e"]),
         ("if cuda:\n    y = f()\n    assert y == 3\nelse:\n    print('needs a GPU, skipped')", []),
         ("if cuda:\n    y = f()\n    assert y is None or y == 3\nelse:\n    print('needs a GPU, skipped')", ["b"]),

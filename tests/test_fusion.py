@@ -57,3 +57,31 @@ def test_first_call_reports_a_compiler_that_fails():
 def test_compile_chain_defers_compilation_to_the_first_call():
     compiled = fusion.compile_chain(fusion.chain, dynamic=False)
     assert callable(compiled) and compiled is not fusion.chain
+
+
+def test_the_benchmark_times_the_chain_on_the_device_config_returns(monkeypatch):
+    seen, timed_on = [], []
+    meta = torch.device("meta")  # a device other than the CPU on every machine: its tensors hold no values
+    monkeypatch.setattr(fusion.config, "device", lambda: meta)
+
+    def recorded(fn, dynamic=True):
+        return lambda x: seen.append(x.device) or fn(x)  # stands in for inductor: records what it was given
+
+    per_call = fusion.measure.per_call
+
+    def recorded_per_call(fns, **kw):
+        timed_on.append(kw["device"])
+        return per_call(fns, **kw)
+
+    monkeypatch.setattr(fusion, "compile_chain", recorded)
+    monkeypatch.setattr(fusion.measure, "per_call", recorded_per_call)
+    result = fusion.run("smoke")
+    assert seen and set(seen) == {meta} and timed_on == [meta] * len(result.rows)
+    assert result.knobs["device"] == "meta" and result.knobs["note"] == "inductor on meta"
+    assert set(result.figures) == {"compile_s_meta", "fusion_speedup_largest_meta", "fusion_speedup_smallest_meta"}
+
+
+def test_figures_on_the_cpu_keep_their_names_and_a_gpus_end_with_its_type():
+    rows = [{"speedup": 2.0}, {"speedup": 3.0}]
+    assert fusion.figures(rows, 1.0, "cpu")["fusion_speedup_largest"] == 3.0
+    assert fusion.figures(rows, 1.0, torch.device("cuda"))["fusion_speedup_smallest_cuda"] == 2.0

@@ -20,15 +20,27 @@ def test_check_prints_one_verdict_line(capsys):
     claims.check("slide_100_speedup", 24.0)
     out = capsys.readouterr().out
     assert out.count("\n") == 1
-    assert out.startswith("[claim] slide_100_speedup: measured 24x, needs >= 5x: reproduced (seed 000/001: 122 µs")
+    assert out.startswith(
+        "[claim] slide_100_speedup: measured 24x (single run), needs >= 5x: reproduced (seed 000/001: 122 µs"
+    )
 
 
 def test_check_reads_the_figure_from_a_figures_dict_and_ratios():
     assert claims.holds("slide_100_speedup", {"slide_100_speedup": 6.0})
     assert not claims.holds("slide_100_speedup", {"slide_100_speedup": 4.0})
-    ratio = {"ms_per_epoch_dataloader_nw0": 200.0, "ms_per_epoch_numpy": 10.0}
-    assert claims.holds("dataloader_nw0_over_numpy", ratio)  # 20x >= 10x
-    assert not claims.holds("dataloader_nw0_over_numpy", {"ms_per_epoch_numpy": 10.0})  # absent: not held
+    name = "index_only_custom_over_dataloader"
+    assert claims.get(name).key == "index_only_DataLoader_ms/index_only_slide_FastDataloader_ms"
+    ratio = {"index_only_DataLoader_ms": 200.0, "index_only_slide_FastDataloader_ms": 10.0}
+    assert claims.holds(name, ratio)  # 20x >= 10x
+    assert "measured 20x (single run), needs >= 10x: reproduced" in claims.line(name, ratio)
+    assert not claims.holds(name, {"index_only_slide_FastDataloader_ms": 10.0})  # absent: not held
+
+
+def test_a_figure_without_rounds_is_a_single_run_and_never_a_tie():
+    assert claims.status("slide_100_speedup", 5.0) == claims.REPRODUCED  # on the threshold: the value decides
+    assert claims.status("slide_100_speedup", 4.99) == claims.NOT_REPRODUCED
+    assert "(single run)" in claims.line("timer_sleep_ratio", 1.0)
+    assert "single run" not in claims.line("memmap_val_same_batches", True)  # a yes/no claim has no rounds
 
 
 def test_directions_ranges_and_yes_no():

@@ -111,16 +111,37 @@ def test_drain_runs_one_pass_and_counts_items():
     assert epoch() == 7 and epoch() == 7
 
 
-def test_predicted_prints_within_or_missed(capsys):
+def test_predicted_labels_a_single_run(capsys):
     assert measure.predicted("copy", 5, 20, 12.5, "GB/s")
     assert not measure.predicted("ratio", 0, 1.0, 1.2, "x")
-    assert measure.predicted("speed-up", 3, float("inf"), 4.0)
+    assert measure.predicted("speed-up", 3, float("inf"), np.float32(4.0))
     out = capsys.readouterr().out.splitlines()
     assert out == [
-        "copy: predicted 5-20 GB/s, measured 12.5 GB/s: within",
-        "ratio: predicted <= 1x, measured 1.2x: missed",
-        "speed-up: predicted >= 3, measured 4: within",
+        "copy: predicted 5-20 GB/s, measured 12.5 GB/s (single run): within",
+        "ratio: predicted <= 1x, measured 1.2x (single run): missed",
+        "speed-up: predicted >= 3, measured 4 (single run): within",
     ]
+
+
+def test_predicted_decides_per_round_values_by_their_interval(capsys):
+    assert measure.predicted("ratio", 0, 1.0, [0.8, 0.9, 0.85, 0.7, 0.95, 0.88], "x")
+    assert not measure.predicted("ratio", 0, 1.0, [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98], "x")
+    assert not measure.predicted("rate", 5, 20, np.array([21.0, 25, 22, 30, 24, 23]), "GB/s")
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "ratio: predicted <= 1x, measured 0.865x (95 % interval 0.7 to 0.95, 6 rounds): within",
+        "ratio: predicted <= 1x, measured 1.01x (95 % interval 0.97 to 1.04, 7 rounds): a tie on this machine",
+        "rate: predicted 5-20 GB/s, measured 23.5 GB/s (95 % interval 21 to 30, 6 rounds): missed",
+    ]
+
+
+def test_a_span_verdict_is_met_only_inside_and_missed_only_outside():
+    from fastloops_helpers.measure import TIE, verdict
+
+    assert verdict([2.0, 2.1, 2.2, 2.05, 2.15, 2.12], (1.0, 3.0)).word == "met"
+    assert verdict([3.5, 3.6, 3.7, 3.55, 3.65, 3.62], (1.0, 3.0)).word == "missed"
+    edge = verdict([2.9, 3.1, 2.95, 3.05, 3.0, 2.98], (1.0, 3.0))
+    assert edge.word == TIE and "target 1 to 3" in str(edge)
 
 
 def test_progress_shows_a_bar_only_for_loops_longer_than_min_steps(capsys):

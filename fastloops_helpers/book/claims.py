@@ -9,8 +9,9 @@ Usage in a notebook's `## Reproduction check` (the cell nbval compares):
     claims.check("pinned_copy_speedup", None, why="no GPU here")  # not measured, and why
 
 Each call prints one line, e.g.
-`[claim] slide_100_speedup: measured 24.1x, needs >= 5x: reproduced (seed 000/001: 122 µs vs 3.42 µs (36x))`;
-tests/sanitize.cfg masks only the number after "measured", so nbval compares the verdict.
+`[claim] slide_100_speedup: measured 24.1x (single run), needs >= 5x: reproduced (seed 000/001: 122 µs vs 3.42 µs
+(36x))`, or with "(95 % interval LOW to HIGH)" for per-round ratios; tests/sanitize.cfg masks only the number after
+"measured", so nbval compares the verdict.
 `claims.holds(name, value)` returns the verdict as a bool without printing; `claims.quote(name)` returns the
 seed's figure for a printed sentence. Never write a seed figure or a threshold in a notebook: add or change
 the row in CLAIMS below. A claim's `figure` is the name the notebook saves (results/NN_name.json through
@@ -25,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..measure.stats import HIGH, LOW
+from ..measure.stats import HIGH, LOW, decide
 
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced here", "not measured"
 NEEDS_GPU, PUBLISHED, TIE = "needs a GPU", "published, not measurable here", "a tie on this machine"
@@ -658,13 +659,11 @@ class Target:
 
     def verdict(self, figures: Mapping[str, Any]) -> str:
         """Return "met", "missed", "a tie on this machine" (from a saved interval) or "not run"."""
-        met = self.met(value_of(figures, self.figure))
-        if met is None:
+        value = value_of(figures, self.figure)
+        if value is None or value != value:
             return "not run"
-        if "/" not in self.figure and self.figure + LOW in figures:
-            decided = _decided(self, float(figures[self.figure + LOW]), float(figures[self.figure + HIGH]))
-            return {REPRODUCED: "met", NOT_REPRODUCED: "missed"}.get(decided, TIE)
-        return "met" if met else "missed"
+        low, high = saved_interval(figures, self.figure) or (value, value)
+        return decide(low, high, *_bounds(self))
 
 
 TARGETS: tuple[Target, ...] = (
@@ -723,6 +722,18 @@ def get(name: str) -> Claim:
     return _BY_NAME[name]
 
 
+def saved_interval(figures: Mapping[str, Any], key: str) -> tuple[float, float] | None:
+    """Return the 95 % interval saved beside figure `key` (`measure.interval_figures`), None for a single run."""
+    if "/" in key or key + LOW not in figures:
+        return None
+    return float(figures[key + LOW]), float(figures[key + HIGH])
+
+
+def how_measured(interval: tuple[float, float] | None) -> str:
+    """Return the label a printed figure carries: its 95 % interval, or "single run" where it has none."""
+    return "single run" if interval is None else f"95 % interval {interval[0]:.3g} to {interval[1]:.3g}"
+
+
 def value_of(figures: Mapping[str, Any], key: str) -> float | None:
     """Return figure `key` of a figures dict ("a/b": the ratio of two figures), None when absent."""
     parts = key.split("/")
@@ -754,9 +765,7 @@ def _interval(claim: Claim, measured: Any) -> tuple[float, float] | None:
         from ..measure import median_interval
 
         return median_interval(measured)
-    if isinstance(measured, Mapping) and "/" not in claim.key and claim.key + LOW in measured:
-        return float(measured[claim.key + LOW]), float(measured[claim.key + HIGH])
-    return None
+    return saved_interval(measured, claim.key) if isinstance(measured, Mapping) else None
 
 
 def interval(name: str, measured: Any) -> tuple[float, float] | None:
@@ -764,15 +773,10 @@ def interval(name: str, measured: Any) -> tuple[float, float] | None:
     return _interval(get(name), measured)
 
 
-def _decided(claim: Claim | Target, low: float, high: float) -> str:
-    """Return the status a ratio's interval supports: reproduced, not reproduced, or a tie on this machine."""
+def _bounds(claim: Claim | Target) -> tuple[float, float]:
+    """Return the span the claim's (or target's) figure must lie within: (-inf, at_most) for "at most"."""
     lo = claim.at_least if claim.at_least is not None else float("-inf")
-    hi = claim.at_most if claim.at_most is not None else float("inf")
-    if lo <= low and high <= hi:
-        return REPRODUCED
-    if high < lo or low > hi:
-        return NOT_REPRODUCED
-    return TIE
+    return lo, claim.at_most if claim.at_most is not None else float("inf")
 
 
 def holds(name: str, measured: Any) -> bool:
@@ -794,10 +798,10 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
         return NEEDS_GPU
     if v is None:
         return NOT_MEASURED
-    interval = _interval(c, measured)
-    if interval is not None and (c.at_least is not None or c.at_most is not None):
-        return _decided(c, *interval)
-    return REPRODUCED if holds(name, v) else NOT_REPRODUCED
+    if c.at_least is None and c.at_most is None:
+        return REPRODUCED if holds(name, v) else NOT_REPRODUCED
+    low, high = _interval(c, measured) or (v, v)  # a single run decides by its value alone: never a tie
+    return {"met": REPRODUCED, "missed": NOT_REPRODUCED}.get(decide(low, high, *_bounds(c)), TIE)
 
 
 def quote(name: str) -> str:
@@ -815,10 +819,7 @@ def line(name: str, measured: Any = None, why: str = "", device: str | None = No
     elif c.at_least is None and c.at_most is None:
         got = f"measured {'yes' if v >= 0.5 else 'no'}"
     else:
-        got = f"measured {v:.3g}{c.unit}"
-        interval = _interval(c, measured)
-        if interval is not None:
-            got += f" (95 % interval {interval[0]:.3g} to {interval[1]:.3g})"
+        got = f"measured {v:.3g}{c.unit} ({how_measured(_interval(c, measured))})"
     gpu = " on a GPU" if c.needs == "gpu" else ""
     seed = f" ({quote(name)})" if c.seed_figure else ""
     return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, measured, device)}{seed}"
@@ -828,7 +829,8 @@ def check(name: str, measured: Any = None, why: str = "", device: str | None = N
     """Print the claim's verdict line for a value, per-round ratios, a figures dict, a bool, or None.
 
     Per-round ratios (or a figures dict holding `measure.interval_figures`) are judged by their 95 % interval: the claim
-    is reproduced or not only when the interval lies on one side of the threshold, else a tie on this machine.
+    is reproduced or not only when the interval lies on one side of the threshold, else a tie on this machine. A
+    figure without rounds is judged by its value and its line says "single run".
     """
     print(line(name, measured, why, device))
 

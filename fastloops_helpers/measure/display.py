@@ -6,10 +6,12 @@ Explained in notebooks/00_setup.ipynb.
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterable, Sized
+from collections.abc import Iterable, Sequence, Sized
 from typing import Any, TypeVar
 
 from tqdm import tqdm
+
+from . import stats
 
 T = TypeVar("T")
 TIMING_PREFIX = "[timing]"  # nbval masks exactly this: tests/sanitize.cfg
@@ -34,10 +36,15 @@ def progress(iterable: Iterable[T], desc: str = "", total: int | None = None, **
     )
 
 
-def predicted(what: str, low: float, high: float, measured: float, unit: str = "", fmt: str = ".3g") -> bool:
-    """Print `predicted LOW-HIGH UNIT, measured M UNIT: within|missed` for `what`; return whether it is within.
+def predicted(
+    what: str, low: float, high: float, measured: float | Sequence[float], unit: str = "", fmt: str = ".3g"
+) -> bool:
+    """Print `WHAT: predicted LOW-HIGH UNIT, measured M UNIT (...): VERDICT`; return whether it is within.
 
-    Use `low=0` for "at most HIGH" and `high=float("inf")` for "at least LOW". Explained in notebooks/00_setup.ipynb.
+    Use `low=0` for "at most HIGH" and `high=float("inf")` for "at least LOW". Per-round values as `measured` are
+    judged by the 95 % interval of their median (`stats.verdict`): "within" only when the interval lies within
+    the span, "missed" when it lies outside, else a tie on this machine; the line shows the interval. One value is
+    a single run, judged by itself and labelled "(single run)". Explained in notebooks/00_setup.ipynb.
     """
     unit = f" {unit}" if unit and unit != "x" else unit  # 1.2x, but 12.5 GB/s
     if low <= 0:
@@ -46,6 +53,20 @@ def predicted(what: str, low: float, high: float, measured: float, unit: str = "
         span = f">= {low:{fmt}}"
     else:
         span = f"{low:{fmt}}-{high:{fmt}}"
-    within = low <= measured <= high
-    print(f"{what}: predicted {span}{unit}, measured {measured:{fmt}}{unit}: {'within' if within else 'missed'}")
-    return within
+    rounds = _rounds(measured)
+    if rounds is None:
+        value, how = float(measured), "single run"  # type: ignore[arg-type]  # one number: _rounds said so
+        word = stats.decide(value, value, low, high)
+    else:
+        v = stats.verdict(rounds, (low, high))
+        value, how, word = v.median, f"95 % interval {v.low:{fmt}} to {v.high:{fmt}}, {v.rounds} rounds", v.word
+    word = "within" if word == "met" else word
+    print(f"{what}: predicted {span}{unit}, measured {value:{fmt}}{unit} ({how}): {word}")
+    return word == "within"
+
+
+def _rounds(measured: Any) -> list[float] | None:
+    """Return per-round values as a list, or None for one number (a float, a numpy or torch scalar)."""
+    if isinstance(measured, (int, float)) or getattr(measured, "ndim", None) == 0:
+        return None
+    return [float(v) for v in measured]

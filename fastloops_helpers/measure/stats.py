@@ -79,34 +79,52 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
 
 @dataclass(frozen=True)
 class Verdict:
-    """A ratio's verdict against a threshold, with the interval that decided it."""
+    """A ratio's verdict against a threshold (or a span), with the interval that decided it."""
 
     word: str  # "met", "missed" or TIE
     median: float
     low: float
     high: float
     rounds: int
-    threshold: float
+    threshold: float | tuple[float, float]  # one bound, or the span (low, high) the value must lie within
     higher_is_better: bool
 
     def __str__(self) -> str:
-        sign = ">=" if self.higher_is_better else "<="
+        if isinstance(self.threshold, tuple):
+            target = f"{self.threshold[0]:g} to {self.threshold[1]:g}"
+        else:
+            target = f"{'>=' if self.higher_is_better else '<='} {self.threshold:g}"
         return (
             f"{self.word}: median {self.median:.3g}, 95 % interval {self.low:.3g} to {self.high:.3g} "
-            f"over {self.rounds} rounds (target {sign} {self.threshold:g})"
+            f"over {self.rounds} rounds (target {target})"
         )
 
 
-def verdict(ratios: Sequence[float], threshold: float, higher_is_better: bool = True) -> Verdict:
-    """Return "met"/"missed" only when the median's 95 % interval lies on one side of `threshold`, else a tie."""
+def verdict(ratios: Sequence[float], threshold: float | tuple[float, float], higher_is_better: bool = True) -> Verdict:
+    """Return "met"/"missed" only when the median's 95 % interval lies on one side of `threshold`, else a tie.
+
+    A `threshold` given as a span (low, high) is met when the interval lies within it, missed when it lies
+    wholly outside. Explained in notebooks/00_setup.ipynb.
+    """
     low, high = median_interval(ratios)
-    if low >= threshold if higher_is_better else high <= threshold:
-        word = "met"
-    elif high < threshold if higher_is_better else low > threshold:
-        word = "missed"
+    if isinstance(threshold, tuple):
+        bounds = threshold
     else:
-        word = TIE
-    return Verdict(word, median(ratios), low, high, len(ratios), threshold, higher_is_better)
+        bounds = (threshold, float("inf")) if higher_is_better else (float("-inf"), threshold)
+    return Verdict(decide(low, high, *bounds), median(ratios), low, high, len(ratios), threshold, higher_is_better)
+
+
+def decide(low: float, high: float, at_least: float = float("-inf"), at_most: float = float("inf")) -> str:
+    """Return "met" when [low, high] lies within [at_least, at_most], "missed" when wholly outside, else a tie.
+
+    The one rule behind every verdict: `verdict` passes a median's 95 % interval, the claims registry a saved
+    one, and a single run passes its value as both ends (then never a tie).
+    """
+    if at_least <= low and high <= at_most:
+        return "met"
+    if high < at_least or low > at_most:
+        return "missed"
+    return TIE
 
 
 def summarize(samples: Mapping[str, Sequence[float]], baseline: str | None = None) -> pd.DataFrame:

@@ -36,6 +36,18 @@ def test_check_reads_the_figure_from_a_figures_dict_and_ratios():
     assert not claims.holds(name, {"index_only_slide_FastDataloader_ms": 10.0})  # absent: not held
 
 
+def test_one_name_one_number():
+    # notebook 01 saves dataloader_nw0_over_numpy as the median of per-round ratios: the claim reads that figure
+    figures = {"ms_per_epoch_dataloader_nw0": 773.0, "ms_per_epoch_numpy": 10.0}
+    figures |= measure.interval_figures("dataloader_nw0_over_numpy", [106.4, 100, 110, 104, 108, 103, 109])
+    assert "measured 106x (95 % interval 100 to 110)" in claims.line("dataloader_nw0_over_numpy", figures)
+    # a figures dict that holds a figure under a claim's name while the claim reads another is refused
+    name = "index_only_custom_over_dataloader"
+    both = {name: 30.0, "index_only_DataLoader_ms": 200.0, "index_only_slide_FastDataloader_ms": 10.0}
+    with pytest.raises(ValueError, match="one name, one number"):
+        claims.check(name, both)
+
+
 def test_a_figure_without_rounds_is_a_single_run_and_never_a_tie():
     assert claims.status("slide_100_speedup", 5.0) == claims.REPRODUCED  # on the threshold: the value decides
     assert claims.status("slide_100_speedup", 4.99) == claims.NOT_REPRODUCED

@@ -258,6 +258,9 @@ if "longer compiled" in ex1_t:
     if ex1_fused > 1.25:
         print(f"the fused kernel writes one output either way, yet took {ex1_fused:.2f}x longer: tanh is arithmetic, "
               "so the kernel is compute-bound and the pass-count bound (10x) no longer limits its speed-up")
+    elif ex1_fused < 0.8:
+        print(f"the longer fused kernel took {ex1_fused:.2f}x the shorter one's time, though it does more: the rounds "
+              "were disturbed (a busy machine); raise `repeat` and run it again")
     else:
         print("the fused kernel's time barely moved: it is still limited by its two passes over memory")
     print(f"eager grew {ex1_eager:.2f}x for 20 / 15 = 1.33x the passes: "

@@ -12,7 +12,7 @@ CONCLUSION := notebooks/13_conclusion.ipynb
 NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
            --nbval-cell-timeout=600 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test reproduce notebooks lab bench clean slides site twins slides-meta student
+.PHONY: setup test reproduce notebooks lab bench clean slides site twins slides-meta student gpu-check
 
 setup:  ## create .venv and install everything (ffcv when its system libraries can be had)
 	@bash .ci/setup.sh $(PYTHON)
@@ -59,6 +59,9 @@ slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastl
 
 bench:  ## one benchmark: make bench NAME=loops [SCALE=...]
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.bench $(NAME) --scale $(SCALE)
+
+gpu-check:  ## a GPU machine's check with its own torch, no network, no set-up: tests + benchmarks, reports/<machine>.md
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m fastloops_helpers.book.gpu_check $(ARGS)
 
 clean:  ## remove generated data and results (keeps .venv)
 	rm -rf data $(RESULTS)

@@ -156,7 +156,6 @@ def diagnose(
             f"warmup={warmup}, replay={replay}, repeat={repeat}"
         )
     source = (_instrumented(loader) if instrument else None) or loader
-    before = processes.reading()
     try:
         run = _run(source, step, warmup + batches, warmup, replay, copy, device)
     finally:
@@ -167,7 +166,6 @@ def diagnose(
             f"lower warmup or give it more data"
         )
     replay_s = _replay(step, run.cached, repeat, device, run.replays)
-    run.neighbours = processes.neighbours(before, processes.reading(since=before))
     return _diagnosis(run, loader, replay_s, warmup, device)
 
 
@@ -199,7 +197,8 @@ class _Run:
     pss_mb: dict[str, float] = field(default_factory=dict)
     replays: list[float] = field(default_factory=list)  # seconds of the replay passes run between live batches
     pauses: list[int] = field(default_factory=list)  # the batches after which one ran
-    neighbours: processes.Neighbours = field(default_factory=lambda: processes.Neighbours(0.0))  # while it ran
+    cpu: processes.CpuReading = field(default_factory=processes.reading)  # the CPU times when the run started
+    neighbours: processes.Neighbours | None = None  # what the others ran from then to the end of the replay
 
 
 def _run(
@@ -400,7 +399,8 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
     replay_rate = sum(batch_size(b) for b in run.cached) / replay_s
     stages = _stages(run.tl, warmup)
     step_ratio = float(window["step"].median()) / (replay_s / len(run.cached))
-    busy = _busy(step_ratio, run.neighbours)
+    others = _neighbours(run)
+    busy = _busy(step_ratio, others)
     figures = _figures(
         run,
         loader,
@@ -424,18 +424,25 @@ def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, d
         replay_samples_per_s=replay_rate,
         headspace=replay_rate / rate,
         live_over_replay_step=step_ratio,
-        others_cores=run.neighbours.cores,
+        others_cores=others.cores,
         pss_mb=run.pss_mb,
         stages_ms={k: v * 1e3 for k, v in stages.items()},
         batches=len(rows) - warmup,
         samples=int(rows["samples"].iloc[warmup:].sum()),
-        verdict=f"{BUSY}: {run.neighbours}" if busy else advice.verdict(figures.wait_share, figures.headspace),
+        verdict=f"{BUSY}: {others}" if busy else advice.verdict(figures.wait_share, figures.headspace),
         recommendations=[] if busy else advice.recommend(figures),
         figures=figures,
         timeline=run.tl,
         window_start=float(window["begin"].iloc[0] - run.tl.origin),
-        neighbours=str(run.neighbours),
+        neighbours=str(others),
     )
+
+
+def _neighbours(run: _Run) -> processes.Neighbours:
+    """Return what the other processes ran from the run's start until now (after the replay), read once."""
+    if run.neighbours is None:
+        run.neighbours = processes.neighbours(run.cpu, processes.reading(since=run.cpu))
+    return run.neighbours
 
 
 def _busy(step_ratio: float, neighbours: processes.Neighbours) -> bool:

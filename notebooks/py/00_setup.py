@@ -232,7 +232,8 @@ for name, measured in checked.items():
 # small VM); near the thread count, each core adds bandwidth (typical of a server with many memory channels).
 # `copy_bandwidth` sets torch's thread count for the copy and must put it back: check that too.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_before = torch.get_num_threads()
 ex1_one = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=1)
 ex1_all = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=threads)
@@ -253,7 +254,8 @@ assert (ex1_gain >= (1 + threads) / 2) == ex1_answer.startswith("each core")  # 
 # level, and the RAM plateau, which starts only after the *last-level* cache (the largest fall may sit at an
 # earlier level's edge). Is `copy_mb` on the RAM plateau?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import math
 
 ex2_caches = capabilities.cache_sizes()  # {"L1d": bytes, "L2": bytes, "L3": bytes}: {} where Linux does not say
@@ -280,7 +282,8 @@ assert ex2_ram and 2 * ex2_sizes[-1] >= 4 * ex2_llc_mb  # the sweep reached well
 # read from the notebooks' cards (`capabilities.gpu_notebooks()`, their **GPU** row), so it cannot drift from them.
 # *Look for* the parts a GPU machine or a `make setup` with the system libraries would add.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_missing = [c for c in found if not c.ok]
 ex3_losing = sorted({nb.strip()[:2] for c in ex3_missing for nb in c.used_by.split(",")})
 for c in ex3_missing:

@@ -319,7 +319,7 @@ per_sample_ns = {loop: ms[loop] * 1e6 / num_samples for loop in ms}
 _ = measure.predicted("numpy, ns per sample", 5, 50, per_sample_ns["numpy"], "ns")
 _ = measure.predicted("pure Python, ns per sample", 200, 1000, per_sample_ns["python"], "ns")
 _ = measure.predicted("DataLoader without workers, ns per sample", 2000, 6000, per_sample_ns["dataloader_nw0"], "ns")
-_ = measure.predicted("DataLoader (no workers) / numpy", 40, 1200, result.figures["dataloader_nw0_over_numpy"], "x")
+_ = measure.predicted("DataLoader (no workers) / numpy", 40, 1200, per_round["dataloader_nw0_over_numpy"], "x")
 if "tf_data" in ms:
     where = ("between numpy and the per-sample DataLoader" if ms["numpy"] < ms["tf_data"] < ms["dataloader_nw0"]
              else "slower than the per-sample DataLoader" if ms["tf_data"] >= ms["dataloader_nw0"] else "ahead of numpy")
@@ -417,7 +417,8 @@ print("saved", measure.save_results("01_the_question", result.figures, result.ro
 # why (count the cores)? Look for the speedup over `w = 0` to level off near the number of cores, or to drop
 # below 1 when each sample costs a µs and the workers' transport costs more than it saves.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import warnings
 
 
@@ -447,7 +448,8 @@ assert set(ex1_batches.values()) == {-(-num_samples // batch_size)}  # every wor
 # and `with_tf=False` keep it short) and compare the two tables: a loop that pays per batch gets much cheaper with
 # fewer, larger batches; one that pays per sample barely moves.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_results = {bs: loops.measure_loops(num_samples, bs, 0, num_rounds, slow_rounds, pair_rounds, with_tf=False)[0]
                for bs in (30, 3000)}
 ex2_ms = {bs: {r["loop"]: r["ms_per_epoch"] for r in res.rows} for bs, res in ex2_results.items()}
@@ -464,7 +466,8 @@ assert all(set(ex2_batches[bs].values()) == {-(-num_samples // bs)} for bs in (3
 # batch_size, 0, with_tf=False)`, a few rounds of `measure.interleaved` over those three) and multiply by 1000. Look
 # for seconds against minutes.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_loops = loops.slide_loops(300_000, batch_size, 0, with_tf=False)
 ex3_names = ("numpy", "helpers", "dataloader_nw0")
 ex3_seconds = measure.interleaved({k: ex3_loops[k] for k in ex3_names}, 3, warmup=1, shuffle=True)

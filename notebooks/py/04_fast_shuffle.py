@@ -441,7 +441,8 @@ claims.check("grouped_speedup_headline", figures)
 # measure the class mix of `grouped_permutation` at each group size of `GROUP_SIZES` again. Which group sizes are
 # now safe, and why?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_y = shuffle.sorted_blobs(QUALITY_N)[1]  # the class-sorted labels of section 3
 ex1_p = torch.randperm(QUALITY_N, generator=torch.Generator().manual_seed(1))
 ex1 = pd.DataFrame([{"group_size": g,
@@ -458,7 +459,8 @@ assert (ex1["shuffled once"] > 0.9 * full_h).all()
 # **2.** Call `grouped_permutation` with `variants=1` instead of the default 16. Does the class-mix entropy
 # change? What else does? (Hint: look at where item k of every group lands, `perm.view(-1, g) % g`.)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_g, ex2_labels = 64, np.arange(64 * 100) * 10 // (64 * 100)  # 100 groups, sorted into 10 classes
 ex2 = {v: grouped_permutation(64 * 100, ex2_g, torch.Generator().manual_seed(3), variants=v) for v in (1, VARIANTS)}
 for v, perm in ex2.items():
@@ -474,7 +476,8 @@ assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
 # **3.** Call `torch.set_num_threads(1)` and time the permutations again (`shuffle.time_permutations` at the
 # largest N of `SIZES`), then restore the thread count. Which method's time changes the most, and why?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex3_seconds(threads: int) -> dict[str, float]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
@@ -501,7 +504,8 @@ assert ex3_threads == max(int(c.split()[0]) for c in ex3.columns[:-1])  # the th
 # large as the largest group size and `buffer_size=1`, then with `2 * BATCH_SIZE`. What does the buffer do for
 # the class mix?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex4_page, ex4_y = max(GROUP_SIZES), np.arange(QUALITY_N) * 10 // QUALITY_N  # the sorted labels of section 3
 ex4 = {b: batch_class_entropy(ex4_y, quasi_random_permutation(QUALITY_N, ex4_page, b, np.random.default_rng(0)),
                               BATCH_SIZE, 10) for b in (1, 2 * BATCH_SIZE)}

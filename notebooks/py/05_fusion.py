@@ -144,6 +144,13 @@ if compiled is not None:
 # (the table above). The compiled kernel also starts its OpenMP threads on every call, even for tiny tensors,
 # while eager PyTorch runs small tensors on one thread: on a machine busy with other work those threads wait for
 # each other and the small compiled calls slow down (`torch.set_num_threads(1)` shows the difference).
+# How much fusion saves at the largest size depends on the number of cores as well. On few cores each eager op
+# is limited by its arithmetic spread over those cores, and fusing removes passes the cores would otherwise spend
+# time on. On many cores each eager op (a hand-vectorised kernel on every core) reaches the memory bandwidth,
+# while the fused kernel computes sin, cos and the sigmoid's exponential together for each element, so its
+# arithmetic, and how well the compiler vectorised and spread it over threads for this CPU, becomes the limit: on
+# a machine with many cores the compiled chain can come out no faster than eager, or slower, at the largest size.
+# The speed-up printed above is this machine's, at `torch.get_num_threads()` threads.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. On a GPU
@@ -158,14 +165,15 @@ if torch.cuda.is_available():
     measure.show("CUDA compile", cuda_compile_s)
     cuda_rows = fusion.sweep(sizes, chain, cuda_fn, repeat, device="cuda", dtype=dtype)  # no floors: bw is the CPU's
     print(pd.DataFrame(cuda_rows).filter(["mib", "eager_s", "compiled_s", "speedup"]).round(6).to_string(index=False))
+    cuda_figures = fusion.figures(cuda_rows, cuda_compile_s, "cuda")  # fusion_speedup_largest_cuda, ...
 else:
-    cuda_rows = []
+    cuda_rows, cuda_figures = [], {}
     print("no CUDA GPU here: skipped the GPU compile and sweep")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = fusion.figures(rows, compile_s) | {"fusion_copy_gb_per_s": bw}
+figures = fusion.figures(rows, compile_s) | {"fusion_copy_gb_per_s": bw} | cuda_figures
 knobs = {"sizes": sizes, "dtype": str(dtype), "dynamic": dynamic, "bandwidth_mb": bandwidth_mb,
-         "compiled": compiled is not None}
+         "compiled": compiled is not None, "devices": ["cpu"] + (["cuda"] if cuda_rows else [])}
 path = measure.save_results("05_fusion", figures, rows=rows + [dict(r, device="cuda") for r in cuda_rows],
                            knobs=knobs, repeats=repeat)
 print("saved", path.name)

@@ -381,10 +381,14 @@ if jax_rows:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    cuda_rows = pd.DataFrame(devices.cuda_copy_rows(cuda_mb * 2**20, repeat=rounds))
+    cuda_rows, cuda_figures = devices.cuda_copies(cuda_mb * 2**20, repeat=rounds)  # interleaved rounds
+    cuda_rows = pd.DataFrame(cuda_rows)
     print(cuda_rows.round(2).to_string(index=False))
+    print(f"pinned over pageable, .to(): {cuda_figures['pinned_copy_speedup']:.2f}x (95 % interval "
+          f"{cuda_figures['pinned_copy_speedup_ci_low']:.2f} to {cuda_figures['pinned_copy_speedup_ci_high']:.2f})")
+    claims.check("pinned_copy_speedup", cuda_figures)
 else:
-    cuda_rows = pd.DataFrame()
+    cuda_rows, cuda_figures = pd.DataFrame(), {}
     print("no CUDA GPU here: skipped the pageable/pinned/non_blocking copy timings (they need a GPU)")
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -393,8 +397,10 @@ else:
 # synchronisation), and the pin-then-copy row pays for the extra host copy.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = devices.figures(rows, jax_rows) | {"numpy_copy_gb_per_s": rate, "torch_save_predicted_us": predicted_us}
+figures = (devices.figures(rows, jax_rows) | cuda_figures
+           | {"numpy_copy_gb_per_s": rate, "torch_save_predicted_us": predicted_us})
 knobs = {"sides": sides, "rounds": rounds, "block_ms": block_ms, "cuda_mb": cuda_mb, "target": "cpu",
+         "copy_target": "cuda" if len(cuda_rows) else None,
          "ways": list(ways), "statistic": "median over interleaved rounds"}
 path = measure.save_results("06_device_moves", figures, rows=rows + jax_rows + cuda_rows.to_dict("records"),
                            knobs=knobs, repeats=rounds)

@@ -276,6 +276,10 @@ for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "ott
 # **Prediction.** step time = load time + MLP time, when the loader does its work while the step waits. We time
 # the MLP's step alone on one batch already in memory; each loader's prediction adds that to its load-only mean.
 # The DataLoader's worker loads the next batch while the step runs, so its measured step can come in under the sum.
+# Each round runs one epoch of each loader in a new order, and each epoch starts a fresh iterator that is closed
+# before the next loader's epoch (`otto.compare` times them through `measure.steps`): no loader's worker prepares
+# batches while another loader steps, so each waits as it would alone; the first two batches of each epoch
+# (start-up) are left out.
 #
 # The seed's network, the step every loader's batches go through, and a factory that gives each loader a fresh
 # model with the same initial weights:

@@ -351,9 +351,13 @@ else:
 # Now each batch is followed by one WideResNet training step (forward, loss, backward, Adam step with the
 # seed's lr 1e-2; the seed timed forward and loss only). Each loader gets a fresh model with the same weights;
 # the first step is left out. `cifar.step_times` (harness) times every step and, apart, the time the loop
-# *waited* for the batch. The loaders take turns, one step each in a new order every round: a step is slow, and
-# on a shared machine a slow spell a few steps long would otherwise land on one loader's block of steps and
-# read as a difference between loaders. (helpers-precomputed is left out here: its step is the helpers' step
+# *waited* for the batch, each loader waiting as it would alone. The loaders take turns, a short block of steps
+# each in a new order every round: a step is slow, and on a shared machine a slow spell a few steps long would
+# otherwise land on one loader's steps and read as a difference between loaders. Each block starts a fresh
+# iterator, leaves its first step out (the worker's start-up) and closes the iterator at its end: a DataLoader
+# worker left running while the other loaders step would prepare its next batches in their time, and its wait
+# would read near zero however slow it is (`measure.steps`).
+# (helpers-precomputed is left out here: its step is the helpers' step
 # minus the transform.) The step that follows every batch:
 
 # %% slideshow={"slide_type": "subslide"}
@@ -397,8 +401,8 @@ def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
-waits, step_seconds = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)
-full, waits = cifar.table(step_seconds, batch_size), cifar.table(waits, batch_size)
+timed = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)  # in blocks
+full, waits = cifar.table(timed.flat("steps"), batch_size), cifar.table(timed.flat("waits"), batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -474,11 +478,13 @@ if None not in fastest.values():
 # same layout, so the full-step table measures the loaders alone; compare its spread with the load-only gap.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates, "steps": step_seconds})
+figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates,
+                          "steps": timed.per_round("steps")})  # each round's mean step: per-round ratios
 rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()} for p, t in (("load", load), ("step", full)) for n in t.index]
 knobs = {"train_images": train_size, "batch_size": batch_size, "model": model.extra_repr(), "epochs": epochs,
          "load_rounds": len(rates["helpers"]),
-         "steps": steps, "resize": resize, "crop": crop, "num_workers": num_workers, "device": str(device),
+         "steps": steps, "step_blocks": {"settle": cifar.STEP_BLOCKS.settle, "timed": cifar.STEP_BLOCKS.timed},
+         "resize": resize, "crop": crop, "num_workers": num_workers, "device": str(device),
          "ffcv": HAVE_FFCV}
 print("saved", measure.save_results("11_ffcv_cifar", figures, rows, knobs, repeats=steps).name)
 
@@ -561,9 +567,9 @@ assert ex1_side < images.shape[1] and ex1_gap <= 1 and ex1_64.stop - ex1_64.star
 ex2_loaders = {"DataLoader, 0 workers": cifar.torch_loader(images, labels, batch_size, device, resize, crop, seed,
                                                            num_workers=0)}
 ex2_load, _ = cifar.load_only(ex2_loaders, 1, batch_size, device)
-ex2_waits, ex2_full = cifar.step_times(ex2_loaders, cifar.wrn_factory(depth, width, device, seed), steps, device)
-ex2 = cifar.overlap({"load": ex2_load, "step": cifar.table(ex2_full, batch_size),
-                     "wait": cifar.table(ex2_waits, batch_size)})
+ex2_timed = cifar.step_times(ex2_loaders, cifar.wrn_factory(depth, width, device, seed), steps, device)
+ex2 = cifar.overlap({"load": ex2_load, "step": cifar.table(ex2_timed.flat("steps"), batch_size),
+                     "wait": cifar.table(ex2_timed.flat("waits"), batch_size)})
 print(ex2.round(1).to_string())
 print(f"with {num_workers} worker(s) above: {hidden.loc['DataLoader', 'hidden_%']:.0f} % of loading hidden")
 print(f"waited per batch (single run): {ex2['waited_ms'].iloc[0]:.1f} ms with no worker, "

@@ -1,5 +1,6 @@
 import collections
 import dataclasses
+import time
 from collections import OrderedDict, defaultdict
 
 import numpy as np
@@ -7,6 +8,7 @@ import pytest
 import torch
 from tensordict import TensorDict
 
+from fastloops_helpers import measure
 from fastloops_helpers.experiments import devices as bench_devices
 from fastloops_helpers.experiments.devices import check_moved
 from fastloops_helpers.load.move import move_to
@@ -154,6 +156,20 @@ def test_interleaved_timing_returns_one_sample_per_round():
     samples = bench_devices.per_call_seconds({"a": lambda: None, "b": lambda: sum(range(10))}, rounds=3, block_s=1e-4)
     assert {k: len(v) for k, v in samples.items()} == {"a": 3, "b": 3}
     assert all(s > 0 for v in samples.values() for s in v)
+
+
+def test_blocks_are_sized_on_real_time_so_the_warp_does_not_change_their_length(monkeypatch):
+    monkeypatch.setattr(measure.warp, "SEED", 1)
+    monkeypatch.setattr(measure.warp, "STEP", 1000.0)  # a warped calibration would size blocks 1000x off
+    calls = []
+
+    def sleep_1ms() -> None:
+        calls.append(1)
+        time.sleep(0.001)
+
+    bench_devices.per_call_seconds({"a": sleep_1ms}, rounds=1, block_s=0.01)
+    per_block = (len(calls) - 4) / 2  # after 1 warm-up and 3 calibration calls: a warm-up block and one round
+    assert 2 <= per_block <= 12
 
 
 def test_every_jax_way_moves_the_slide_xs_with_equal_values():

@@ -42,30 +42,34 @@ JAX_FROM_JAX: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def _repeated(fn: Callable[[], Any], calls: int) -> Callable[[], None]:
-    def block() -> None:
-        for _ in range(calls):
-            fn()
-
-    return block
-
-
 def per_call_seconds(
     fns: dict[str, Callable[[], Any]], rounds: int, block_s: float, device: torch.device | str | None = None
 ) -> dict[str, list[float]]:
     """Time each fn in interleaved rounds (measure.interleaved), each round a block of ~`block_s`; seconds per call.
 
     A call of a few microseconds is shorter than what one clock read resolves reliably, so each sample
-    times a block of calls sized from one calibration call. The clock waits for `device` (a CUDA target's
+    times a block of calls sized from calibration calls. The clock waits for `device` (a CUDA target's
     queued copies). Explained in notebooks/06_device_moves.ipynb.
     """
-    calls = {
-        name: max(1, int(block_s / max(measure.median(measure.measure(fn, 3, 1, device)), 1e-7)))
-        for name, fn in fns.items()
-    }
-    blocks = {name: _repeated(fn, calls[name]) for name, fn in fns.items()}
-    samples = measure.interleaved(blocks, repeat=rounds, warmup=1, device=device)
-    return {name: [s / calls[name] for s in values] for name, values in samples.items()}
+    calls = {name: max(1, int(block_s / max(_calibrate(fn, device), 1e-7))) for name, fn in fns.items()}
+    return measure.per_call(fns, calls, repeat=rounds, warmup=1, device=device, shuffle=False)
+
+
+def _calibrate(fn: Callable[[], Any], device: torch.device | str | None, calls: int = 3) -> float:
+    """Return the median real seconds of `calls` calls of `fn` after one warm-up call.
+
+    Real time, not `measure.measure`'s: it only sizes a block, so the warp (a test switch) must not change how
+    long a block runs.
+    """
+    fn()
+    seconds = []
+    for _ in range(calls):
+        measure.sync(device)
+        start = measure.now()
+        fn()
+        measure.sync(device)
+        seconds.append(measure.now() - start)
+    return measure.median(seconds)
 
 
 def methods() -> tuple[dict[str, Callable[[Any, torch.device], Any]], dict[str, str]]:

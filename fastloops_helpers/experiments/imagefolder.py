@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -131,10 +132,11 @@ def batch_images(batch: Any) -> int:
     return len(batch[0]) if isinstance(batch, (tuple, list)) else len(batch)
 
 
-def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> dict[str, float]:
+def images_per_second(loader: Any, repeat: int, warmup: int = 1, contender: Hashable | None = None) -> dict[str, float]:
     """Time whole epochs of `loader`; return images/s from the median epoch and the epoch's median and p95 s.
 
-    The one definition of images/s in the project's image experiments.
+    The one definition of images/s in the project's image experiments. `contender` names the loader for the warp
+    (`measure/warp.py`): loaders compared across calls each need their own.
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
     counted = []
@@ -142,7 +144,7 @@ def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> dict[str, fl
     def epoch() -> None:
         counted.append(sum(batch_images(batch) for batch in loader))
 
-    seconds = measure.measure(epoch, repeat=repeat, warmup=warmup)
+    seconds = measure.measure(epoch, repeat=repeat, warmup=warmup, contender=contender)
     return {
         "images_per_s": counted[-1] / measure.median(seconds),
         "epoch_s": measure.median(seconds),
@@ -168,7 +170,7 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
             loader = make_loader(prep, split, pipeline, w, threads, batch_size)
-            timed = images_per_second(loader, repeat)
+            timed = images_per_second(loader, repeat, contender=(split, pipeline, w, threads))
         del loader  # stop persistent workers before the next configuration
         rows.append(
             {
@@ -306,7 +308,7 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
     }
     rows = []
     for stage, (fn, count) in stages.items():
-        seconds = measure.measure(fn, repeat=repeat, warmup=2)
+        seconds = measure.measure(fn, repeat=repeat, warmup=2, contender=stage)
         rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
     table = pd.DataFrame(rows)
     table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()

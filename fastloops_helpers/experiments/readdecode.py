@@ -77,7 +77,7 @@ def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: i
                 "px": px,
                 "pixels": px * px,
                 "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
-                "s_per_image": 1 / decoders.images_per_second(decode, blobs),
+                "s_per_image": 1 / decoders.images_per_second(decode, blobs, contender=("decode", px)),
             }
         )
     return pd.DataFrame(rows)
@@ -140,7 +140,7 @@ def gpu_copy_rows(nbytes: int, repeat: int = 10) -> tuple[list[dict[str, Any]], 
         skipped["PyCUDA memcpy_htod_async"] = f"{exc} (pip install pycuda: it builds against the CUDA toolkit)"
     rows = []
     for name, fn in ways.items():
-        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2))
+        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, contender=name))
         rows.append({"way": name, "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9})
     return rows, skipped
 
@@ -199,5 +199,6 @@ def tensorrt_rows(model: torch.nn.Module, x: torch.Tensor, repeat: int = 20) -> 
     rows = [{"way": "TensorRT build (once)", "ms": build.seconds * 1e3}]
     with torch.inference_mode():
         for name, fn in {"eager (GPU)": lambda: model(x), "TensorRT engine, FP16": lambda: engine(x)}.items():
-            rows.append({"way": name, "ms": measure.median(measure.measure(fn, repeat=repeat, device="cuda")) * 1e3})
+            seconds = measure.measure(fn, repeat=repeat, device="cuda", contender=name)
+            rows.append({"way": name, "ms": measure.median(seconds) * 1e3})
     return rows, ""

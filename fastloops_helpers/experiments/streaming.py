@@ -193,12 +193,12 @@ _ids = _Ids()
 def wire_epoch(name: str, s: store.Store, src: shards.Shards, batch_size: int, ahead: int) -> dict[str, Any]:
     """Read one epoch of reader `name` with decoding off; return img/s, first batch, bytes, CPU and wire figures."""
     who = _ids(name)
-    with measure.Timer() as setup:
+    with measure.Timer(contender=("setup", name)) as setup:  # one contender per reader, for the warp
         source = reader(name, s, who, src, ahead)
     cpu0 = cpu_seconds(s.process.pid)
-    with measure.Timer() as t:
+    with measure.Timer(contender=("epoch", name)) as t:
         it = iter(stream.Batches(source, batch_size, px=0, decode=False))
-        with measure.Timer() as first:
+        with measure.Timer(contender=("first batch", name)) as first:
             n = len(next(it)[1])
         n += sum(len(y) for _, y in it)
     cpu = cpu_seconds(s.process.pid) - cpu0
@@ -390,7 +390,7 @@ def buffer_cost(data: Data, profile: str, buffer: int, batch_size: int, ahead: i
         def epoch(size: int) -> Callable[[], None]:
             def one() -> None:
                 samples = stream.ShuffleBuffer(reader("pyarrow Parquet", s, _ids("buffer"), src, ahead), size)
-                with measure.Timer() as t:
+                with measure.Timer(contender=("first batch", size)) as t:
                     it = iter(stream.Batches(samples, batch_size, px=0, decode=False))
                     next(it)
                 first[size].append(t.seconds)

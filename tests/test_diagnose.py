@@ -45,6 +45,16 @@ class SleepyDataset(Dataset):
         return torch.full((2,), float(i))
 
 
+def left_running():
+    """Return this process's live children, multiprocessing's forkserver and resource tracker aside.
+
+    Those two live as long as pytest once a test has started them (ProcessPrefetcher does, in a process that has
+    used CUDA): they are no worker that diagnose left running.
+    """
+    own = processes.helpers()
+    return [c for c in psutil.Process().children(recursive=True) if c.pid not in own]
+
+
 def sleep_step(seconds):
     return lambda batch: time.sleep(seconds)
 
@@ -176,9 +186,10 @@ def test_a_busy_process_is_named_and_the_loops_own_workers_are_not():
     try:
         time.sleep(0.2)
         before = processes.reading()
+        earlier = {p.pid for p in psutil.Process().children()}  # the busy one, and any an earlier test left
         for _ in range(3):
             for _ in DataLoader(BurningDataset(n=128), batch_size=8, num_workers=2):  # new workers every epoch
-                workers |= {p.pid for p in psutil.Process().children()} - {busy.pid}
+                workers |= {p.pid for p in psutil.Process().children()} - earlier
         after = processes.reading(since=before)
     finally:
         busy.kill()
@@ -190,6 +201,21 @@ def test_a_busy_process_is_named_and_the_loops_own_workers_are_not():
     assert share > 0 and seen.cores >= share * 0.9  # the busy process counts among the others
     # named, or (on a machine busy with more than this test) as busy as the three named at most
     assert f"pid {busy.pid}" in str(seen) or share <= min(named.values()) + 0.05
+
+
+def test_a_forkserver_started_before_is_neither_a_worker_left_running_nor_a_neighbour():
+    # as on a GPU machine, where ProcessPrefetcher's tests (CUDA initialised) start a forkserver that stays
+    from fastloops_helpers import ProcessPrefetcher
+
+    assert len(list(ProcessPrefetcher(SleepyLoader(0.0, n=3), device="cpu", start_method="forkserver"))) == 3
+    server = processes.helpers()
+    assert server and server <= {c.pid for c in psutil.Process().children(recursive=True)}
+    before = processes.reading()
+    assert not server & set(before.others)  # this process's own, from any reading
+    loader = DataLoader(SleepyDataset(seconds=0.001), batch_size=8, num_workers=2)
+    diagnose(loader, sleep_step(0.001), batches=4, warmup=1)
+    assert left_running() == [] and processes.helpers() == server  # the workers ended, the server stays
+    assert not server & set(processes.reading(since=before).others)
 
 
 def test_epochs_restart_when_the_loader_runs_out():
@@ -207,7 +233,7 @@ def test_a_dataloader_gets_a_worker_timeline_and_no_worker_is_left_running(num_w
     lanes = {"main: load"} if num_workers == 0 else {"worker 0", "worker 1"}
     assert set(df[df.stage == "fetch"].lane) == lanes
     assert {"fetch", "collate", "wait", "step"} <= set(d.stages_ms)
-    assert psutil.Process().children(recursive=True) == []
+    assert left_running() == []
     assert threading.active_count() == threads
     assert d.pss_mb["main"] > 0 and (d.pss_mb["workers"] > 0) == (num_workers > 0)
 
@@ -215,7 +241,7 @@ def test_a_dataloader_gets_a_worker_timeline_and_no_worker_is_left_running(num_w
 def test_persistent_workers_of_the_instrumented_copy_are_stopped():
     loader = DataLoader(SleepyDataset(), batch_size=8, num_workers=2, persistent_workers=True)
     diagnose(loader, sleep_step(0.0), batches=8, warmup=1)
-    assert psutil.Process().children(recursive=True) == []
+    assert left_running() == []
     assert loader._iterator is None  # the caller's loader was never started
 
 
@@ -232,7 +258,7 @@ def test_a_loader_that_raises_names_the_batch(num_workers):
     loader = DataLoader(SleepyDataset(fail_at=21), batch_size=8, num_workers=num_workers)  # sample 21: batch 2
     with pytest.raises(LoopError, match=r"(?s)raised ValueError on batch 2\b.*sample 21 is corrupt"):
         diagnose(loader, sleep_step(0.0), batches=5, warmup=1)
-    assert psutil.Process().children(recursive=True) == []
+    assert left_running() == []
 
 
 def test_a_step_that_raises_names_the_batch():

@@ -7,6 +7,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher, start_method_for
+from fastloops_helpers.measure import processes
 
 CPU = "cpu"
 
@@ -19,7 +20,8 @@ def batches(n=7, size=4):
 
 
 class Batches:
-    """Iterable that restarts each epoch (a generator cannot be iterated twice)."""
+    """Iterable that restarts each epoch (a generator cannot be iterated twice). Defined in a module, it pickles:
+    every loader of these tests does, so that they run under the forkserver a CUDA process starts its child from."""
 
     def __init__(self, n=7, size=4, fail_at=None):
         self.n, self.size, self.fail_at = n, size, fail_at
@@ -34,23 +36,19 @@ class Batches:
         return self.n
 
 
-def _alive() -> list[psutil.Process]:
-    return [c for c in psutil.Process().children(recursive=True) if c.is_running() and c.status() != "zombie"]
-
-
-BEFORE: set[int] = set()
-
-
-@pytest.fixture(autouse=True)
-def _earlier_children():
-    """Remember the processes earlier tests left running (a forkserver lives as long as pytest does)."""
-    BEFORE.clear()
-    BEFORE.update(c.pid for c in _alive())
-
-
 def children():
-    """Return the live processes this test started and left behind."""
-    return [c for c in _alive() if c.pid not in BEFORE]
+    """Return the live processes this process started and left behind, multiprocessing's own helpers aside.
+
+    Once CUDA is initialised (on a GPU machine, by an earlier test) the prefetcher starts its child from a
+    forkserver, which lives, with its resource tracker, as long as pytest does: the test that first starts it
+    must not read them as a child left behind.
+    """
+    own = processes.helpers()
+    return [
+        c
+        for c in psutil.Process().children(recursive=True)
+        if c.pid not in own and c.is_running() and c.status() != psutil.STATUS_ZOMBIE
+    ]
 
 
 @pytest.mark.parametrize("slots", [False, True])
@@ -95,14 +93,8 @@ def test_propagates_the_loaders_exception_after_the_batches_before_it(slots):
 
 
 def test_a_child_that_dies_is_reported_with_its_exit_code():
-    def dying():
-        yield torch.ones(1)
-        import os
-
-        os._exit(7)
-
     with pytest.raises(RuntimeError, match="exited with code 7"):
-        list(ProcessPrefetcher(dying(), device=CPU))
+        list(ProcessPrefetcher(DiesAfterOne(), device=CPU))
     assert not children()
 
 
@@ -216,6 +208,13 @@ def test_once_cuda_is_initialised_the_child_starts_from_a_fresh_process(monkeypa
     assert [b["i"] for b in ProcessPrefetcher(Batches(n=3), device=CPU)] == [0, 1, 2]
     with pytest.raises(TypeError, match="the loader must pickle.*define its dataset"):
         list(ProcessPrefetcher(batches(3), device=CPU))  # a generator cannot be sent to a fresh process
+
+
+def test_a_dataloader_with_workers_runs_in_the_fresh_process_of_a_cuda_process(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)  # as on a GPU, once a model is on it
+    ds = TensorDataset(torch.arange(40.0).reshape(20, 2))
+    got = torch.cat([b[0] for b in ProcessPrefetcher(DataLoader(ds, batch_size=3, num_workers=2), device=CPU)])
+    assert torch.equal(got, ds.tensors[0]) and not children()
 
 
 def test_a_fresh_process_reports_the_loaders_exception_and_its_own_death():

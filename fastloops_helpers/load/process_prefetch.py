@@ -290,12 +290,17 @@ def _take(free: Any, stop: Any) -> int | None:
     return None
 
 
+def _get(ready: Any, timeout: float | None) -> tuple:
+    """Return the next message from `ready` (waiting up to `timeout` s; None: not at all)."""
+    with warnings.catch_warnings():  # torch 2.13 warns when a pickled TreeSpec is loaded
+        warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
+        return ready.get_nowait() if timeout is None else ready.get(timeout=timeout)
+
+
 def _receive(ready: Any, child: Any) -> tuple:
     while True:
         try:
-            with warnings.catch_warnings():  # torch 2.13 warns when a pickled TreeSpec is loaded
-                warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
-                return ready.get(timeout=_POLL_S)
+            return _get(ready, _POLL_S)
         except queue.Empty:
             if not child.is_alive():
                 raise _died(child) from None
@@ -335,7 +340,7 @@ def _shutdown(child: Any, ready: Any, stop: Any, timeout_s: float = 10.0) -> Non
     while child.is_alive() and waited < timeout_s:
         try:
             while True:
-                ready.get_nowait()
+                _get(ready, None)
         except (queue.Empty, OSError, EOFError):
             pass
         child.join(_POLL_S)

@@ -2,13 +2,16 @@
 
 `diagnose` reads the CPU figures to tell a busy neighbour (another program taking a core) from the loop's own
 interference (loading in the step's thread, which takes its caches): both make the step slower inside the loop
-than alone, but only a neighbour shows as CPU time outside this process tree. Explained in
+than alone, but only a neighbour shows as CPU time outside this process tree. The helper processes multiprocessing
+starts for this one (its forkserver, which forks every child of a `forkserver` context and reaps it, and its
+resource tracker) count as this process's, whenever they started. Explained in
 notebooks/15_is_my_loop_input_bound.ipynb.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from multiprocessing import forkserver, resource_tracker
 
 import psutil
 
@@ -45,12 +48,14 @@ class Neighbours:
 def reading(since: CpuReading | None = None) -> CpuReading:
     """Return the CPU seconds of the machine, of the loop's processes and of every other process, now.
 
-    The loop's processes are this one and, with `since`, the children started after it (the loop's workers).
-    Children that already ran at `since` count as others: a program this one started, not the loop.
+    The loop's processes are this one, its multiprocessing helpers (`helpers`) and, with `since`, the children
+    started after it (the loop's workers). Other children that already ran at `since` count as others: a program
+    this one started, not the loop.
     """
     root = psutil.Process()
     kids = root.children(recursive=True)
-    mine = [root, *(k for k in kids if since is not None and k.pid not in since.others)]
+    own = helpers(kids)
+    mine = [root, *(k for k in kids if k.pid in own or (since is not None and k.pid not in since.others))]
     pids = {p.pid for p in mine}
     others = {
         p.pid: (p.info["name"] or "?", p.info["cpu_times"].user + p.info["cpu_times"].system)
@@ -77,6 +82,23 @@ def neighbours(before: CpuReading, after: CpuReading) -> Neighbours:
     return Neighbours(cores, tuple(busiest), (psutil.cpu_count() or 1) - max(machine, loop))
 
 
+def helpers(kids: list[psutil.Process] | None = None) -> set[int]:
+    """Return the pids of the multiprocessing helpers this process started and that still run (among `kids`).
+
+    Its forkserver (started by the first `forkserver` child, as ProcessPrefetcher's in a process that has used
+    CUDA) and its resource tracker live as long as this process: they are neither a worker the loop left
+    running nor a neighbour. The forkserver reaps the children it forked, so their CPU time shows in its own
+    children's times. `kids`: this process's children, if already listed.
+    """
+    if kids is None:
+        kids = psutil.Process().children(recursive=True)
+    started = {
+        getattr(forkserver._forkserver, "_forkserver_pid", None),
+        getattr(resource_tracker._resource_tracker, "_pid", None),
+    }
+    return {k.pid for k in kids if k.pid in started}
+
+
 def _machine_s() -> float:
     times = psutil.cpu_times()._asdict()
     return sum(v for k, v in times.items() if k not in _NOT_WORK)
@@ -98,10 +120,15 @@ def _own_s(mine: list[psutil.Process]) -> float:
 
 
 def pss_mb() -> dict[str, float]:
-    """Return the PSS (MB) of this process and the sum over its child processes (DataLoader workers)."""
+    """Return the PSS (MB) of this process and the sum over its child processes (DataLoader workers).
+
+    Multiprocessing's helpers (`helpers`) are left out: they are no worker, and outlive the loop.
+    """
     root = psutil.Process()
     main = _pss(root)
-    children = [_pss(c) for c in root.children(recursive=True)]
+    kids = root.children(recursive=True)
+    own = helpers(kids)
+    children = [_pss(c) for c in kids if c.pid not in own]
     return {"main": main, "workers": float(sum(children)), "total": main + float(sum(children))}
 
 

@@ -13,7 +13,7 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import Diagnosis, diagnose
-from fastloops_helpers.measure import advice, input_bound, processes
+from fastloops_helpers.measure import advice, input_bound, processes, warp
 from fastloops_helpers.measure.input_bound import LoopError, batch_size
 
 
@@ -92,7 +92,7 @@ def test_the_replay_runs_the_same_step_on_the_same_batches():
 def _slowed_run(others: processes.Neighbours):
     """A loop whose step took 20 ms per batch in the loop (1 s batches, waits 0.5 s) while `others` ran."""
     rows = [
-        {"begin": i, "end": i + 1, "wait": 0.5, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
+        {"begin": i, "end": i + 1, "batch": 1, "wait": 0.5, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
         for i in range(6)
     ]
     return input_bound._Run(rows=rows, cached=[torch.zeros(8, 2)] * 2, neighbours=others)
@@ -111,6 +111,19 @@ def test_a_step_slowed_in_the_loop_is_inconclusive_only_beside_a_busy_neighbour(
     assert not alike.verdict.startswith(input_bound.BUSY)
     crowded = processes.Neighbours(1.0, (("python", 4242, 0.97),), spare_cores=0.1)  # no core spare: busy
     assert input_bound._diagnosis(_slowed_run(crowded), [], 0.04, 1, "cpu").verdict.startswith(input_bound.BUSY)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_warped_the_step_in_the_loop_and_alone_keep_their_ratio_and_the_wait_moves(monkeypatch, quiet, seed):
+    monkeypatch.setattr(warp, "SEED", seed)  # as FASTLOOPS_WARP does for the notebooks' compared cells
+    f = input_bound._warp_factors()
+    assert f["step"] == warp.factor("step") and {f["wait"] / f["step"], f["copy"] / f["step"]} <= {
+        warp.STEP**e for e in (-2, -1, 1, 2)
+    }
+    d = diagnose(SleepyLoader(0.010, n=20), sleep_step(0.010), batches=12, warmup=2, replay=4)
+    assert 0.5 < d.live_over_replay_step < 2  # the same contender in the loop and alone: one factor
+    real_wait = d.stages_ms["wait"] / 1e3  # the timeline keeps the clock's stamps: its wait is unwarped
+    assert d.figures.batch_s == pytest.approx(real_wait * f["wait"] + d.figures.step_s, rel=0.5)  # the wait moved
 
 
 class Digits(Dataset):

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from torch.utils.data import DataLoader, IterableDataset
 
 from ..tree import batch_len, tensors
-from . import advice, processes, timeline
+from . import advice, processes, timeline, warp
 from .clock import Timer, measure, now, sync
 from .processes import pss_mb
 from .stats import median, p95
@@ -182,7 +182,7 @@ def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: 
 
 def _replay_once(step: Callable[[Any], Any], cached: list[Any], device: Any) -> float:
     """Return the seconds of one pass of `step` over `cached`, CUDA synchronised."""
-    with Timer(device) as t:
+    with Timer(device, contender="step") as t:  # for the warp: the live steps are the same contender
         for b in cached:
             step(b)
     return t.seconds
@@ -292,23 +292,41 @@ def _pause(
 def _record(
     run: _Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any, first: bool, copied: bool
 ) -> None:
-    """Append batch `n`'s row (wait, copy, step, samples) and its timeline events."""
+    """Append batch `n`'s row (wait, copy, step, its whole time, samples) and its timeline events.
+
+    The durations pass through the warp (`_warp_factors`); `begin` and `end` stay clock readings.
+    """
     t0, t1, t2, t3 = stamps
     run.tl.events += [timeline.Event(MAIN, "wait", n, t0, t1), timeline.Event(MAIN, "step", n, t2, t3)]
     if copied:
         run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
     wait_from = begin if first else t0  # an epoch's first wait runs from the last batch's end: iter() included
+    f = _warp_factors()
+    wait, copy, step = (t1 - wait_from) * f["wait"], (t2 - t1) * f["copy"], (t3 - t2) * f["step"]
     run.rows.append(
         {
             "begin": begin,
             "end": t3,
-            "wait": t1 - wait_from,
-            "copy": t2 - t1,
-            "step": t3 - t2,
+            "wait": wait,
+            "copy": copy,
+            "step": step,
+            "batch": wait_from - begin + wait + copy + step,  # end - begin, with the loop's own overhead unwarped
             "samples": batch_size(batch),
             "first": first,
         }
     )
+
+
+def _warp_factors() -> dict[str, float]:
+    """Return the warp's factors (measure/warp.py) for the live wait, copy and step: all 1.0 unless warped.
+
+    The live step gets the factor of its replay (`_replay_once` times the contender "step"), so the step's time
+    in the loop over its time alone stays as measured; the wait and the copy get factors of their own, STEP
+    apart at least, so the wait share and the headspace move as any ratio of two contenders does.
+    """
+    ranked = warp.factors(("wait", "copy", "step"))
+    scale = warp.factor("step") / ranked["step"]
+    return {k: v * scale for k, v in ranked.items()}
 
 
 def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:
@@ -392,7 +410,7 @@ def _measured(rows: pd.DataFrame, run: _Run, loader: Iterable[Any], warmup: int)
 def _diagnosis(run: _Run, loader: Iterable[Any], replay_s: float, warmup: int, device: Any) -> Diagnosis:
     rows = pd.DataFrame(run.rows)
     window = _measured(rows, run, loader, warmup)
-    per_batch = window["end"] - window["begin"]
+    per_batch = window["batch"]
     wall = float(per_batch.sum())
     samples = int(window["samples"].sum())
     rate = samples / wall

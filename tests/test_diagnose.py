@@ -351,6 +351,18 @@ def test_recommendations_follow_the_measured_figures_and_are_ranked():
         )
     )
     assert pageable[0].notebook == "06, 07" and pageable[0].gain == pytest.approx(0.022 / 0.017)
+    long_copy = advice.recommend(  # a copy longer than half the batch: the overlapped copy becomes the floor
+        _figures(
+            cuda_step=True,
+            pageable=True,
+            transfer_s=0.015,
+            wait_share=0.0,
+            headspace=1.0,
+            step_s=0.022,
+            fetch_per_sample_s=None,
+        )
+    )
+    assert long_copy[0].gain == pytest.approx(0.022 / 0.015)  # not 0.022 / 0.007: the copy still takes its time
 
 
 def test_batch_size_reads_the_leading_dimension():
@@ -363,11 +375,12 @@ ROWS, ROW_FLOATS, BATCH = 256, 32_768, 32  # 128 KiB rows, 4 MiB batches: the co
 
 
 def _pinning_gain(d):
-    """Return the pinning advice's gain, after checking it is the rule's arithmetic: batch / (batch - copy)."""
+    """Return the pinning advice's gain, after checking the rule's arithmetic: batch / max(batch - copy, copy)."""
     pin = [r for r in advice.recommend(d.figures) if r.notebook == "06, 07"]
     assert d.figures.cuda_step and d.figures.pageable and pin, d.recommendations
     f = d.figures
-    assert pin[0].gain == pytest.approx(f.batch_s / (f.batch_s - f.transfer_s)) and pin[0].gain >= advice.MIN_GAIN
+    expected = f.batch_s / max(f.batch_s - f.transfer_s, f.transfer_s)
+    assert pin[0].gain == pytest.approx(expected) and pin[0].gain >= advice.MIN_GAIN
     return pin[0].gain
 
 

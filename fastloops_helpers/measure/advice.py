@@ -183,7 +183,8 @@ def _persistent_workers(f: Figures) -> Recommendation | None:
 def _pinned_copy(f: Figures) -> Recommendation | None:
     if not (f.cuda_step and f.pageable and f.transfer_s):
         return None
-    predicted = max(f.batch_s - f.transfer_s, 1e-9)  # the copy overlaps the step on a side stream
+    # the copy overlaps the step on a side stream: the batch keeps the rest, but never less than the copy itself
+    predicted = max(f.batch_s - f.transfer_s, f.transfer_s, 1e-9)
     return Recommendation(
         "pin_memory=True and CUDAPrefetcher (copy the next batch during this step)",
         f"batches arrive in pageable memory; copying one to the GPU takes "

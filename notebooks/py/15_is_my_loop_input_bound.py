@@ -141,10 +141,14 @@ def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: in
 # `_pause` runs the step alone over the batches kept in memory (`_replay_once`), so a slow spell of the machine
 # hits the live loop and the replay alike; `_replay` adds passes at the end until there are `repeat`, and takes
 # the median: the loop's speed if loading were free. The batches a loader had ready after a pause came without
-# a wait, so the shares leave them out. If the step's time per batch in the loop and alone still differ by more
-# than `BUSY_RATIO`, something else was using the machine: the verdict is then "inconclusive: the machine was
-# busy" rather than a headspace that only measures the neighbour. `_diagnosis` turns the rows into shares,
-# percentiles and the advice.
+# a wait, so the shares leave them out. A step slower in the loop than alone does not mean the machine was busy:
+# loading in the step's own thread takes the step's caches, and that is the loop's own doing. So `diagnose` also
+# reads the CPU time every other process took during the live and replay passes (`measure/processes.py`). It
+# says "inconclusive: the machine was busy" only when those processes together took at least `NEIGHBOUR_CORES`
+# cores and, besides, either the step's time per batch in the loop and alone differ by more than `BUSY_RATIO`
+# or the machine had less than `SPARE_CORES` cores spare; it then names the busiest neighbours by name and pid,
+# rather than print a headspace that only measures them. `_diagnosis` turns the rows into shares, percentiles
+# and the advice.
 
 # %% slideshow={"slide_type": "subslide"}
 # shown from fastloops_helpers.measure.input_bound

@@ -54,10 +54,12 @@ def test_images_per_second_counts_images_and_speedups_pick_best_over_best(tiny):
 def test_stage_costs_and_transform_costs_tables(tiny):
     costs = exp.per_image_costs(tiny.folder, "val", 2, n=2, repeat=1)
     assert list(costs["stage"])[0] == "open + decode" and costs["predicted_images_per_s"].is_monotonic_decreasing
-    table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=1, num_threads=2)
+    table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=3, num_threads=2)
     assert (
         set(table["stage"]) == {"normalise", "crop", "flip", "all three"} and table.attrs["tutorial_over_helpers"] > 0
     )
+    rounds = table.attrs["tutorial_over_helpers_rounds"]  # one ratio per round, whose median is the figure
+    assert len(rounds) == 3 and table.attrs["tutorial_over_helpers"] == sorted(rounds)[1]
 
 
 def test_tutorial_loader_yields_tensorclass_batches_like_the_helpers(tiny):

@@ -267,10 +267,9 @@ xs_bytes = sum(t.numel() * t.element_size() for t in [xs["cim"], *xs["pim"], *xs
 rate = bandwidth.copy_bandwidth(xs_bytes, "numpy", repeat=rounds)  # GB/s, read + write; one thread, as torch.save
 save = per_call.loc["torch.save + load(map_location)"]
 predicted_us = save["small"] + 2 * 2 * xs_bytes / (rate * 1e9) * 1e6
-verdict = "within" if 0.5 <= save["large"] / predicted_us <= 2 else "missed (outside 2x)"
 print(f"xs: {xs_bytes / 1e6:.1f} MB; copy rate {rate:.1f} GB/s")
-print(f"torch.save + load, large leaves: predicted {predicted_us:.0f} µs (small-leaf time + two copies), "
-      f"measured {save['large']:.0f} µs: {verdict}")
+_ = measure.predicted(f"torch.save + load, large leaves (small-leaf time + two copies = {predicted_us:.0f} µs, "
+                      "within 2x)", predicted_us / 2, predicted_us * 2, save["large"], "µs", ".0f")
 for m in ["move_to (helpers)", "optree.tree_map"]:  # no copy on a CPU target: the leaf size should not matter
     _ = measure.predicted(f"{m}, large over small leaves (no copy)", 1 / 1.5, 1.5,
                           per_call.loc[m, "large"] / per_call.loc[m, "small"], "x")
@@ -346,9 +345,8 @@ if jax_rows:
         ["method", "input"])["over_move_to"]
     copy_us = 2 * xs_bytes / (rate * 1e9) * 1e6
     print(f"a copy of the large xs would add about {copy_us:.0f} µs per call")
-    for (name, _), ratio in jax_table["large / small"].items():
-        print(f"{name}: predicted large/small ~1x (no copy), measured {ratio:.2f}x: "
-              f"{'within' if ratio < 1.5 else 'missed'}")
+    for (name, _), ratio in jax_table["large / small"].items():  # no copy: the leaf size should not matter
+        _ = measure.predicted(f"{name}, large over small leaves (no copy)", 1 / 1.5, 1.5, ratio, "x")
 else:
     jax_table = pd.DataFrame()
     print("JAX is not installed (pip install 'fastloops-helpers[jax]'): the JAX rows were skipped")
@@ -439,7 +437,7 @@ claims.check("jax_device_put_moves_all", figures, why="JAX is not installed")
 print("pinned-memory claims:", "measured above" if torch.cuda.is_available() else "need a GPU, not checked here")
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-print("move_to within 1.5x of the fastest walker:", figures["move_to_over_fastest"] <= 1.5)
+_ = measure.predicted("move_to over the fastest walker", 0, 1.5, figures["move_to_over_fastest"], "x")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises

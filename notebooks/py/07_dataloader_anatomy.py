@@ -132,8 +132,8 @@ predicted = len(dataset) * decode_s + n_batches * step_ms / 1000
 print(f"{len(dataset)} images, decode + resize {decode_s * 1e3:.1f} ms each, step {step_ms} ms per batch")
 measure.show("epoch, predicted as a sum", predicted)
 measure.show("epoch, measured", base["wall_s"])
-print(f"epoch: predicted {predicted:.2f} s (a sum), measured {base['wall_s']:.2f} s: "
-      f"{'within' if abs(base['wall_s'] / predicted - 1) < 0.15 else 'missed'} (15 %)")
+_ = measure.predicted(f"epoch as a sum ({predicted:.2f} s, +-15 %)", 0.85 * predicted, 1.15 * predicted,
+                      base["wall_s"], "s", ".2f")
 print(f"waiting for data: {base['wait_share']:.0%} of the epoch; the steps alone take {n_batches} x {step_ms} ms")
 figures.update({"workers0_epoch_s": base["wall_s"], "workers0_batches": n_batches})
 
@@ -190,8 +190,12 @@ L, S = batch_size * decode_s, step_ms / 1000  # one batch's load in one process,
 for n in ladder_counts[1:]:
     speedup = measure.ratio(ladder_img_per_s, n, 0)  # the median over rounds of the per-round ratio
     bound = (L + S) / max(L / min(n, cores), S)
-    print(f"num_workers={n}: predicted up to {bound:.2f}x, measured {speedup:.2f}x: "
-          f"{'within' if speedup <= bound * 1.1 else 'missed'} ({speedup / bound:.0%} of the bound)")
+    _ = measure.predicted(f"num_workers={n} over 0, img/s (up to the bound {bound:.2f}x, +10 %)", 0, 1.1 * bound,
+                          measure.ratios(ladder_img_per_s, n, 0), "x")
+    print(f"    {speedup:.0%} of the bound")
+first = ladder_table.first_batch_s
+_ = measure.predicted("num_workers=2's first batch over num_workers=0's (workers start first)", 1, float("inf"),
+                      first["num_workers=2"] / first["num_workers=0"], "x")
 print(f"with 2 workers, {ladder_table.parallelism['num_workers=2']:.2f} batches were being loaded at once on average "
       "(median over rounds)")
 
@@ -236,7 +240,8 @@ knob_rows, knob_tls = workers.sweep(dataset, knob_configs, batch_size, step_ms)
 print("pinning happened:", (knob_tls["pin_memory"].frame().stage == "pin").any(),
       "(DataLoader pins only when an accelerator is present)")
 knob_table = pd.DataFrame(knob_rows).set_index("config")
-print(f"prefetch_factor 4 over 1: {knob_table.img_per_s['prefetch_factor=4'] / knob_table.img_per_s['prefetch_factor=1']:.2f}x img/s")
+_ = measure.predicted("prefetch_factor 4 over 1, img/s (near each other: +-20 %)", 1 / 1.2, 1.2,
+                      knob_table.img_per_s["prefetch_factor=4"] / knob_table.img_per_s["prefetch_factor=1"], "x")
 knob_table.round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -247,8 +252,8 @@ for label, (first, second) in persist.items():
     measure.show(f"{label}: first batch of epoch 2", second)
 one_batch = batch_size * decode_s
 second = persist["persistent_workers=True"][1]
-print(f"persistent workers, epoch 2's first batch: predicted about {one_batch:.3f} s (one batch's decode), "
-      f"measured {second:.3f} s: {'within' if second < 2 * one_batch else 'missed'} (2x)")
+_ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's decode {one_batch:.3f} s, "
+                      "at most 2x)", 0, 2 * one_batch, second, "s", ".3f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prefetch depth cannot make decoding faster: when the loop is input-bound, a deeper queue only holds
@@ -397,7 +402,6 @@ def _iterate(self) -> Iterator[Any]:
         if stager is not None:
             stager.unregister()
 
-
 def _receive_batches(self, ready: Any, free: Any, child: Any, stager: _Stager | None) -> Iterator[Any]:
     """Yield each batch the child announces, in order; hand its slot back once the batch is out of it."""
     slots: list[list[torch.Tensor]] = []
@@ -471,8 +475,9 @@ plt.show()
 for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     predicted = n_batches * max(L, S) + L
     wall = pre_table.wall_s[label]
-    print(f"{label}: predicted {predicted:.2f} s, measured {wall:.2f} s: {'within' if wall < 1.2 * predicted else 'missed'} (20 %)"
-          f" | step time with a decode beside it: {timeline.overlap_share(pre_tls[label]):.0%}")
+    _ = measure.predicted(f"{label} epoch (n max(L, S) + L = {predicted:.2f} s, at most +20 %)", 0, 1.2 * predicted,
+                          wall, "s", ".2f")
+    print(f"    step time with a decode beside it: {timeline.overlap_share(pre_tls[label]):.0%}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prefetcher's lane runs under the main loop's steps. Both gain only where the step leaves the CPU free
@@ -541,8 +546,9 @@ for label, data, collate in [("__getitem__ + default_collate", worker_data.Stack
     get_rows.append({"config": label, "fetch+collate_us_per_batch": per_batch * 1e6, "img_per_s": summary["samples_per_s"]})
 get_table = pd.DataFrame(get_rows).set_index("config")
 measured_getitems = get_table.iloc[0, 0] / get_table.iloc[1, 0]
-print(f"__getitems__ speed-up of fetch + collate: predicted {predicted_getitems:.1f}x (from the parts), "
-      f"measured {measured_getitems:.1f}x in the DataLoader: {'within' if abs(measured_getitems / predicted_getitems - 1) < 0.5 else 'missed'} (50 %)")
+_ = measure.predicted(f"__getitems__ speed-up of fetch + collate in the DataLoader (from the parts "
+                      f"{predicted_getitems:.1f}x, +-50 %)", 0.5 * predicted_getitems, 1.5 * predicted_getitems,
+                      measured_getitems, "x", ".2g")
 get_table.round(1)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -646,8 +652,13 @@ pss = mem.pivot(index="num_workers", columns="kind", values="total_pss_mb")
 most = pss.index.max()
 growth = (pss.loc[most] - pss.loc[0]) / most  # MB of total PSS per worker
 print(f"every worker's own memory (interpreter, torch; the numpy array's growth): {growth['numpy array']:.0f} MB")
-for kind, bound in [("list of objects", f"up to {memory_mb} MB (one dataset)"), ("memmap", "near 0 MB (shared)")]:
-    print(f"{kind}, beyond that: {growth[kind] - growth['numpy array']:.0f} MB per worker; predicted {bound}")
+for kind, (bound, why) in {"list of objects": (memory_mb, "one dataset"), "memmap": (memory_mb / 10, "shared")}.items():
+    _ = measure.predicted(f"{kind}, beyond that, per worker (at most {why})", float("-inf"), bound,
+                          growth[kind] - growth["numpy array"], "MB", ".0f")
+uss = mem.pivot(index="num_workers", columns="kind", values="main_uss_mb")
+for kind in uss.columns:  # pages the main process owned alone are now shared with the workers
+    _ = measure.predicted(f"{kind}: main-process USS with {most} workers over none (falls)", 0, 1,
+                          uss.loc[most, kind] / uss.loc[0, kind], "x", ".2f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Main-process USS should *fall* as workers appear: pages it used to own alone are now shared with the

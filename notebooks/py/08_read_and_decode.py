@@ -131,8 +131,8 @@ copy_rate = bandwidth.copy_bandwidth(64 * 2**20, "numpy")  # GB/s, read + write 
 predicted_cached = copy_rate / 2 * 1e3  # MB/s of data read
 print(f"{file_mb} MB file | cold read by: {method}")
 print(f"page cache: {cached:,.0f} MB/s | cold: {cold:,.0f} MB/s | ratio {cached / cold:.1f}x")
-print(f"page cache: predicted {predicted_cached:,.0f} MB/s (half the copy rate), measured {cached:,.0f} MB/s: "
-      f"{'within' if 0.5 < cached / predicted_cached < 2 else 'missed'} (2x)")
+_ = measure.predicted(f"page cache (half the copy rate = {predicted_cached:,.0f} MB/s, within 2x)",
+                      predicted_cached / 2, predicted_cached * 2, cached, "MB/s", ",.0f")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 table = readdecode.storage_table(cached, cold, method)
@@ -243,8 +243,7 @@ fixed, per_pixel = readdecode.fixed_and_per_pixel(scaling)
 at = scaling.set_index("px")
 measured_ratio = at.s_per_image[512] / at.s_per_image[128]
 model_ratio = (fixed + per_pixel * 512**2) / (fixed + per_pixel * 128**2)
-print(f"Pillow, 512 px over 128 px: predicted 16x (pixels only), measured {measured_ratio:.1f}x: "
-      f"{'within' if abs(measured_ratio / 16 - 1) < 0.25 else 'missed'} (25 %)")
+_ = measure.predicted("Pillow, 512 px over 128 px (pixels only: 16x, +-25 %)", 12, 20, measured_ratio, "x", ".1f")
 print(f"fit over {len(scaling_px)} sizes: {fixed * 1e6:.0f} µs per image + {per_pixel * 1e9:.1f} ns per pixel "
       f"-> predicts {model_ratio:.1f}x; compressed bytes grow {at.kb_per_image[512] / at.kb_per_image[128]:.1f}x")
 scaling.round(6)
@@ -330,14 +329,14 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 big = np.ones(copy_mb * 2**20 // 4, np.float32)
 for name in ("torch.tensor(a)", "torch.from_numpy(a)"):
-    seconds = measure.median(measure.measure(lambda: conversions[name][0](big), repeat=5, warmup=1))
+    seconds = measure.median(measure.measure(lambda: conversions[name][0](big), repeat=5, warmup=1, contender=name))
     measure.show(f"{name} of {copy_mb} MiB", seconds)
     rows.append({"conversion": name, "mib": copy_mb, "seconds": seconds})
 parts = copy_parts(big.nbytes)
 predicted_copy = 2 * big.nbytes / (copy_rate * 1e9)
-print(f"torch.tensor(a): predicted {predicted_copy * 1e3:.1f} ms (2 x {copy_mb} MiB at {copy_rate:.1f} GB/s), "
-      f"measured {parts['torch_tensor'] * 1e3:.1f} ms (one thread): "
-      f"{'within' if parts['torch_tensor'] < 1.5 * predicted_copy else 'missed'} (1.5x)")
+_ = measure.predicted(f"torch.tensor(a), one thread (2 x {copy_mb} MiB at {copy_rate:.1f} GB/s = "
+                      f"{predicted_copy * 1e3:.1f} ms, at most 1.5x)", 0, 1.5 * predicted_copy * 1e3,
+                      parts["torch_tensor"] * 1e3, "ms", ".1f")
 print(f"its parts: copy into memory touched before {parts['copy_into_existing'] * 1e3:.1f} ms, "
       f"first write to fresh torch memory {parts['first_touch_torch'] * 1e3:.1f} ms; "
       f"np.array(a) {parts['numpy_array'] * 1e3:.1f} ms | transparent huge pages: {readdecode.transparent_hugepages()}")
@@ -461,7 +460,7 @@ print("TensorRT step:", "a GPU is here: see section 4" if torch.cuda.is_availabl
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if method == "O_DIRECT":
-    print("page cache faster than a cold read (> 1.5x):", cached / cold > 1.5)
+    _ = measure.predicted("page cache over a cold read", 1.5, float("inf"), cached / cold, "x", ".1f")
 else:
     print("cold read could not bypass the page cache reliably here; storage check not made")
 

@@ -516,15 +516,15 @@ print("batched crop + flip + normalise == per-sample loop:", True, "| output", t
 stored = prep.train.images[:BATCH_SIZE].clone()
 floats = transforms.normalize(stored[..., :CROP, :CROP]).numpy()
 copy_to = np.empty_like(floats)  # numpy's copy runs on one thread, as the fused transform does
-copy_s = measure.median(measure.measure(lambda: np.copyto(copy_to, floats), repeat=7)) / BATCH_SIZE
 fused = transforms.CropFlipNormalize(CROP, 0.5)
-fused_s = measure.median(measure.measure(lambda: fused(stored), repeat=7)) / BATCH_SIZE
+fused_times = measure.interleaved({"copy": lambda: np.copyto(copy_to, floats), "fused": lambda: fused(stored)},
+                                  repeat=7)
+copy_s, fused_s = (measure.median(fused_times[k]) / BATCH_SIZE for k in ("copy", "fused"))
 measure.show("copy one image's float crop", copy_s)
 measure.show("crop + flip + normalise one image (batched)", fused_s)
 measure.show("open + decode one JPEG", costs["ms_per_image"].iloc[0] / 1e3)
-verdict = "within" if fused_s <= 3 * copy_s else "missed"
-print(f"predicted about the copy ({copy_s * 1e3:.3f} ms/image), measured {fused_s * 1e3:.3f} ms/image: "
-      f"{verdict} (within means under 3x the copy)")
+_ = measure.predicted("crop + flip + normalise over the copy of its output (about the copy: at most 3x)", 0, 3,
+                      measure.ratios(fused_times, "fused", "copy"), "x")
 print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 1e3):.2f} of one decode")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -555,9 +555,9 @@ transforms_table.round(4)
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 written_bytes = {"tutorial": (2 * RESIZE * RESIZE + CROP * RESIZE + 5 * CROP * CROP) * 3 * 4, "helpers": CROP * CROP * 3 * 4}
 predicted_ratio = written_bytes["tutorial"] / written_bytes["helpers"]
-verdict = "within" if predicted_ratio / 3 <= tutorial_over_helpers <= predicted_ratio * 1.5 else "missed"
-print(f"predicted tutorial / helpers time per image ~{predicted_ratio:.1f}x (bytes written), "
-      f"measured {tutorial_over_helpers:.1f}x: {verdict} (within means {predicted_ratio / 3:.1f}x to {predicted_ratio * 1.5:.1f}x)")
+_ = measure.predicted(f"tutorial over helpers, time per image (bytes written: {predicted_ratio:.1f}x; a third of that "
+                      "to 1.5x it)", predicted_ratio / 3, predicted_ratio * 1.5,
+                      transforms_table.attrs["tutorial_over_helpers_rounds"], "x", ".2g")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Where the measurement misses the byte count, look at the stage rows: a torch operation splits over threads (the
@@ -760,12 +760,11 @@ print("each once per round:", len({len(r) for r in train_rates.values()}) == 1)
 measured_one = train_table.loc[(train_table.pipeline == "DataLoader + ImageFolder") & (train_table.num_workers == 0),
                                "images_per_s"].iloc[0]
 for name, predicted in (("decode + resize", predicted_decode_resize), ("every stage", predicted_all_stages)):
-    verdict = "within" if abs(measured_one / predicted - 1) <= 0.25 else "missed"
-    print(f"predicted from {name}: {predicted:.0f} images/s per process, measured (num_workers=0) "
-          f"{measured_one:.0f}: {verdict} (within means +-25 %)")
+    _ = measure.predicted(f"num_workers=0, predicted from {name} ({predicted:.0f} images/s, +-25 %)",
+                          0.75 * predicted, 1.25 * predicted, measured_one, "images/s", ".0f")
 best_workers = train_table[train_table.pipeline == "DataLoader + ImageFolder"].images_per_s.max()
-print(f"predicted at most {CORES} x {predicted_all_stages:.0f} = {CORES * predicted_all_stages:.0f} images/s "
-      f"with workers, measured best {best_workers:.0f}: {'within' if best_workers <= 1.1 * CORES * predicted_all_stages else 'missed'}")
+_ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stages:.0f}, +10 %)", 0,
+                      1.1 * CORES * predicted_all_stages, best_workers, "images/s", ".0f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The estimate from decode and resize alone leaves out work that every image still pays: turning the resized

@@ -271,8 +271,11 @@ here = distributed.data_parallel_here(MLP(), dp_x)
 print("GPUs:", here["gpus"], "| DataParallel device_ids:", here["device_ids"], "| output equals the module's:", here["same_output"])
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-print(f"DataParallel over the plain module: predicted ~1x with no GPU, measured {here['dataparallel_over_module']:.2f}x"
-      + (f": {'within' if abs(here['dataparallel_over_module'] - 1) < 0.2 else 'missed'} (20 %)" if not here["gpus"] else " (GPUs here)"))
+if here["gpus"]:
+    print(f"DataParallel over the plain module: {here['dataparallel_over_module']:.2f}x on {here['gpus']} GPU(s)")
+else:
+    _ = measure.predicted("DataParallel over the plain module, no GPU (~1x, +-20 %)", 0.8, 1.2,
+                          here["dataparallel_over_module"], "x", ".2f")
 if torch.cuda.is_available():
     ids = list(range(torch.cuda.device_count()))
     gpu_model, gpu_x = MLP().cuda(), dp_x.cuda()
@@ -309,9 +312,9 @@ fig = plots.bars(speed, "samples/s total", "run", baseline="1 process (torchrun,
 plots.save(fig, "12_scaling_out-throughput")
 ratio = speed["samples/s total"].iloc[0] / speed["samples/s total"].iloc[2]
 gpus = torch.cuda.device_count()
-predicted = f"up to {min(world_size, gpus)}x (one GPU per rank)" if gpus else "~1x (the same cores)"
-print(f"2 ranks vs 1 process, total samples/s: predicted {predicted}, measured {ratio:.2f}x "
-      f"on {config.device().type.upper()} with {os.cpu_count()} cores")
+low, high, why = (0, min(world_size, gpus), "one GPU per rank") if gpus else (0.8, 1.2, "the same cores: ~1x, +-20 %")
+_ = measure.predicted(f"2 ranks over 1 process, total samples/s ({why})", low, high, ratio, "x", ".2f")
+print(f"on {config.device().type.upper()} with {os.cpu_count()} cores")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the ratio above against the prediction. With as many processes as devices (GPUs) it would approach the number of processes.

@@ -284,8 +284,9 @@ print("instant loader, 20 ms step:", fast_loader.verdict)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("instant loader", fast_loader, 0.0, 1.0)):
-    print(f"{label}: predicted wait {wait:.0%}, measured {d.wait_share:.0%}; "
-          f"predicted headspace {head:.3g}x, measured {d.headspace:.3g}x")
+    _ = measure.predicted(f"{label}, wait share (+-10 points)", wait - 0.1, min(wait + 0.1, 1), d.wait_share,
+                          fmt=".0%")
+    _ = measure.predicted(f"{label}, headspace (-30 %/+50 %)", 0.7 * head, 1.5 * head, d.headspace, "x")
     print("   ", d)
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -333,9 +334,9 @@ print(f"one image {per_image * 1e3:.2f} ms x {batch_size} = L {load_s * 1e3:.0f}
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 folder0 = run_diagnose(image_loop(images, batch_size, 0, step_ms), batches, warmup, replay)
 rows.append(row("ImageFolder, 0 workers", folder0))
-ok = 0.7 <= folder0.headspace / expect0["headspace"] <= 1.5
-print(f"predicted wait {expect0['wait_share']:.0%}, measured {folder0.wait_share:.0%}; "
-      f"predicted headspace {expect0['headspace']:.2g}x, measured {folder0.headspace:.2g}x: {'within' if ok else 'missed'} -30 %/+50 %")
+wait0, head0 = expect0["wait_share"], expect0["headspace"]
+_ = measure.predicted("wait share (+-10 points)", wait0 - 0.1, min(wait0 + 0.1, 1), folder0.wait_share, fmt=".0%")
+_ = measure.predicted("headspace (-30 %/+50 %)", 0.7 * head0, 1.5 * head0, folder0.headspace, "x", ".2g")
 folder0.table().round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -364,9 +365,9 @@ folder0.advice()
 expect2 = predict(load_s, step_s, num_workers=2, cores=cores)
 folder2 = run_diagnose(image_loop(images, batch_size, 2, step_ms), batches, warmup, replay)
 rows.append(row("ImageFolder, 2 workers", folder2))
-ok = 0.7 <= folder2.batch_p50_s / expect2["batch_s"] <= 1.5
-print(f"steady batch: predicted max(S, L/2) = {expect2['batch_s'] * 1e3:.1f} ms, measured median "
-      f"{folder2.batch_p50_s * 1e3:.1f} ms: {'within' if ok else 'missed'} -30 %/+50 %")
+steady_ms = expect2["batch_s"] * 1e3
+_ = measure.predicted(f"median batch (max(S, L/2) = {steady_ms:.1f} ms, -30 %/+50 %)", 0.7 * steady_ms,
+                      1.5 * steady_ms, folder2.batch_p50_s * 1e3, "ms", ".1f")
 print(f"an epoch start: {folder2.epoch_start_s * 1e3:.0f} ms; waiting overall: {folder2.wait_share:.0%}, "
       f"headspace {folder2.headspace:.2g}x")
 
@@ -412,8 +413,10 @@ load_memmap_s = seconds_per_batch(fast[0])
 expect_mm = predict(load_memmap_s, step_s, num_workers=0, cores=cores)
 mm = run_diagnose(fast, batches, warmup, replay)
 rows.append(row("memmap + BatchLoader", mm))
-print(f"load per batch {load_memmap_s * 1e3:.1f} ms; predicted wait {expect_mm['wait_share']:.0%}, measured {mm.wait_share:.0%}; "
-      f"predicted headspace {expect_mm['headspace']:.2g}x, measured {mm.headspace:.2g}x")
+print(f"load per batch {load_memmap_s * 1e3:.1f} ms")
+wait_mm, head_mm = expect_mm["wait_share"], expect_mm["headspace"]
+_ = measure.predicted("wait share (+-10 points)", wait_mm - 0.1, min(wait_mm + 0.1, 1), mm.wait_share, fmt=".0%")
+_ = measure.predicted("headspace (-30 %/+50 %)", 0.7 * head_mm, 1.5 * head_mm, mm.headspace, "x", ".2g")
 mm.advice()
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -484,9 +487,9 @@ if have_spdl:
     fresh = image_loop(images, batch_size, 0, step_ms)
     live = min(len(fresh[0]), batches)
     spdl = spdl_headspace(fresh, live=live, cached=min(replay, live))
-    close = 1 / 1.3 <= spdl["headspace"] / folder0.headspace <= 1.3
-    print(f"headspace: diagnose {folder0.headspace:.2g}x, CacheDataLoader {spdl['headspace']:.2g}x: "
-          f"{'within' if close else 'missed'} +-30 %")
+    print(f"headspace: diagnose {folder0.headspace:.2g}x, CacheDataLoader {spdl['headspace']:.2g}x")
+    _ = measure.predicted("headspace, CacheDataLoader over diagnose (+-30 %)", 1 / 1.3, 1.3,
+                          spdl["headspace"] / folder0.headspace, "x", ".2f")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # They can differ where the two runs see different batches (SPDL's live phase is one epoch's first batches,

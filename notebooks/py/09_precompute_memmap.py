@@ -1059,7 +1059,12 @@ finally:
     torch.set_num_threads(ex2_threads)  # leave the notebook's setting as it was
 for ex2_name, ex2_seconds in ex2_times.items():
     print(f"{ex2_name}: {measure.median(ex2_seconds) / len(stored) * 1e3:.3f} ms per image")
-print("faster here:", min(ex2_times, key=lambda name: measure.median(ex2_times[name])))
+ex2_ratios = measure.ratios(ex2_times, "helpers: numpy, one thread", f"torch, {CORES} threads")  # per round
+ex2_low, ex2_high = measure.median_interval(ex2_ratios)
+ex2_word = {"met": f"torch, {CORES} threads", "missed": "helpers: numpy, one thread"}.get(
+    measure.stats.decide(ex2_low, ex2_high, 1.0), measure.TIE)
+print(f"numpy over torch, time per image: 95 % interval {ex2_low:.2f} to {ex2_high:.2f} over {len(ex2_ratios)} "
+      f"rounds; faster here: {ex2_word}")
 assert torch.allclose(ex2_torch, transforms.normalize(stored), atol=1e-5)
 
 # %% [markdown] slideshow={"slide_type": "-"}

@@ -216,7 +216,7 @@ for name in checked:
 # Both verdicts depend on this machine and its load (the cache ratio also on the sizes of its caches, and at the
 # smoke scale the "RAM" buffer may partly fit in a large last-level cache), so nbval does not compare them:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for name, measured in checked.items():
     claims.check(name, measured)
 
@@ -232,7 +232,7 @@ for name, measured in checked.items():
 # small VM); near the thread count, each core adds bandwidth (typical of a server with many memory channels).
 # `copy_bandwidth` sets torch's thread count for the copy and must put it back: check that too.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_before = torch.get_num_threads()
 ex1_one = bandwidth.copy_bandwidth(copy_mb * 2**20, "torch", repeat, threads=1)
@@ -246,7 +246,7 @@ print(f"{copy_mb} MiB copy: 1 thread {ex1_one:.1f} GB/s, {threads} threads {ex1_
 assert torch.get_num_threads() == ex1_before, "copy_bandwidth left torch's thread count changed"
 assert (ex1_gain >= (1 + threads) / 2) == ex1_answer.startswith("each core")  # the words follow the measured ratio
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** Where does this machine's cache end? Read the data caches' sizes (`capabilities.cache_sizes()`, from
 # Linux's `/sys/devices/system/cpu/cpu0/cache`; `lscpu` shows the same), then measure `bandwidth.copy_bandwidth` for
 # buffers from 1/16 MiB up past the last-level cache, in steps of four. A copy touches two buffers, so a size fits
@@ -254,7 +254,7 @@ assert (ex1_gain >= (1 + threads) / 2) == ex1_answer.startswith("each core")  # 
 # level, and the RAM plateau, which starts only after the *last-level* cache (the largest fall may sit at an
 # earlier level's edge). Is `copy_mb` on the RAM plateau?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import math
 
@@ -276,13 +276,13 @@ print(f"copy_mb = {copy_mb} MiB: its two buffers take {2 * copy_mb / ex2_llc_mb:
       + ("on the RAM plateau" if copy_mb in ex2_ram else "still partly cached: raise copy_mb on this machine"))
 assert ex2_ram and 2 * ex2_sizes[-1] >= 4 * ex2_llc_mb  # the sweep reached well past the last-level cache, into RAM
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Which notebooks lose a section on this machine? From the table of optional parts (`found`), list
 # the notebooks named in `used_by` of each missing part, and the command that would add it. The GPU row's list is
 # read from the notebooks' cards (`capabilities.gpu_notebooks()`, their **GPU** row), so it cannot drift from them.
 # *Look for* the parts a GPU machine or a `make setup` with the system libraries would add.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_missing = [c for c in found if not c.ok]
 ex3_losing = sorted({nb.strip()[:2] for c in ex3_missing for nb in c.used_by.split(",")})

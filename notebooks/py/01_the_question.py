@@ -326,7 +326,7 @@ if "tf_data" in ms:
     print(f"tf.data: {ms['tf_data'] / ms['dataloader_nw0']:.2f}x the per-sample DataLoader's epoch time, "
           f"{ms['tf_data'] / ms['numpy']:.0f}x numpy's: {where} (single run)")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The per-sample estimates are rough on purpose: they miss when the CPU is much faster or slower than a
 # typical laptop or cloud core, when another process shares the cores (the per-sample loops suffer most: they
 # hold the interpreter for the whole epoch), or, for numpy, when the index no longer fits in the caches
@@ -417,7 +417,7 @@ print("saved", measure.save_results("01_the_question", result.figures, result.ro
 # why (count the cores)? Look for the speedup over `w = 0` to level off near the number of cores, or to drop
 # below 1 when each sample costs a µs and the workers' transport costs more than it saves.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import warnings
 
@@ -448,7 +448,7 @@ assert set(ex1_batches.values()) == {-(-num_samples // batch_size)}  # every wor
 # and `with_tf=False` keep it short) and compare the two tables: a loop that pays per batch gets much cheaper with
 # fewer, larger batches; one that pays per sample barely moves.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_results = {bs: loops.measure_loops(num_samples, bs, 0, num_rounds, slow_rounds, pair_rounds, with_tf=False)[0]
                for bs in (30, 3000)}
@@ -466,7 +466,7 @@ assert all(set(ex2_batches[bs].values()) == {-(-num_samples // bs)} for bs in (3
 # batch_size, 0, with_tf=False)`, a few rounds of `measure.interleaved` over those three) and multiply by 1000. Look
 # for seconds against minutes.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_loops = loops.slide_loops(300_000, batch_size, 0, with_tf=False)
 ex3_names = ("numpy", "helpers", "dataloader_nw0")

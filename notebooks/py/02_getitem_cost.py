@@ -462,7 +462,7 @@ for name in checked:
 # two DataLoader epochs whose margin over the threshold is thinner on a small, busy run. Their verdicts depend on
 # the machine and its load, so nbval does not compare them:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for name in checked:
     claims.check(name, figures)
 
@@ -484,7 +484,7 @@ print("saved", saved.name)
 # Look at the stack's time for rows against integers, next to the ratio of their bytes: which does the stack's cost
 # follow, the bytes it copies or the number of tensors it stacks?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex1_parts(x: torch.Tensor, bs: int) -> dict[str, float]:
     items = torch.randint(len(x), (bs,)).tolist()
@@ -516,7 +516,7 @@ assert max(ex1_stack.values()) < ex1_bytes / 4  # per tensor, not per byte: the 
 # too (`BatchSampler(RandomSampler(slide_data), bs, drop_last=False)`, what DataLoader iterates for the indices):
 # how much of `FD`'s epoch is it?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 from torch.utils.data import BatchSampler, RandomSampler
 
@@ -548,7 +548,7 @@ assert len(ex2) == 2 and all(sum(len(b) for b in loader) == loader_rows
 # function such as `collate_batch` avoid it? (Spawn pickles the Dataset and the collate function to send them to
 # a fresh interpreter; fork copies the parent's memory instead.)
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import pickle
 import warnings
@@ -579,7 +579,7 @@ assert pickle.loads(pickle.dumps(collate_batch)) is collate_batch
 # `gather_rows` x `num_features` matrix with each, using `gather_bench.per_batch` and `measure.interleaved`. Which
 # is fastest here, and does it match the gather table above? Do all three return the same rows?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_x = torch.rand(gather_rows, num_features)
 ex4 = measure.interleaved({p: gather_bench.per_batch(ex4_x, gather_batch_size, lambda i, p=p: rows.gather(ex4_x, i, p))

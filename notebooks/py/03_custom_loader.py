@@ -327,13 +327,13 @@ checked = ("index_only_custom_over_dataloader", "index_only_batchloader_over_dat
 for name in checked:
     print(f"{name}: {claims.get(name).claim}; needs {claims.get(name).needed()}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Each verdict is a ratio of two epoch medians from this run (a single run, not an interval). On the matrix every
 # loader also copies the rows it hands over, which narrows the predicted gap to the DataLoader (the prediction above,
 # against the index-only task's), and the ratio between the two custom loaders is decided by their
 # gather primitives. The verdicts depend on the machine and its load, so nbval does not compare them:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 for name in checked:
     claims.check(name, figures)
 
@@ -351,7 +351,7 @@ print("saved", measure.save_results("03_custom_loader", figures, results, knobs,
 # two lines) and check it against `BatchLoader(..., drop_last=True)` as in "Same sampling semantics". Look for the
 # same number of batches, all full, and no index twice.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 class Ex1FastDataloader(FastDataloader):
     def __init__(self, dataset, batch_size, shuffle=True, drop_last=False):
@@ -378,7 +378,7 @@ assert ex1_sizes[0] == ex1_sizes[1] and len(set(ex1_seen)) == len(ex1_seen) == e
 # where are the file's pages right after `np.save` wrote them)? Check that the batches are the same rows as from the
 # array in memory.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import tempfile
 from pathlib import Path
@@ -403,7 +403,7 @@ assert ex2_same and ex2_first.shape == (batch_size, num_features)
 # time `loader.indices()` (the order alone) and a whole epoch, for `shuffle=True` and `shuffle="grouped"`. Look for
 # the shuffle's share of the epoch, and whether the grouped order makes that share smaller.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex3_shares(n):
     out = {}

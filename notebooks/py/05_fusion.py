@@ -225,7 +225,8 @@ print("compiled chain checked against eager:", "yes" if compiled is not None els
 # needs no clock). Which of the three predictions hold? Where the compiled time grows although its traffic did
 # not, what limits the fused kernel, and does the pass-count bound still say anything about its speed-up?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 from torch.profiler import ProfilerActivity, profile
 
 
@@ -282,12 +283,13 @@ else:
 # the traffic behind the eager prediction, counted without a clock: two more full-size outputs per call
 assert ex1_out["longer"] == ex1_out["chain"] + 2, ex1_out
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** Double precision. Run the sweep in float64 beside float32 (`fusion.sweep(..., dtype=torch.float64)`).
 # Every size now moves twice the bytes. Look at the nanoseconds per element: which sizes move from "in cache"
 # to "in RAM" (a jump in eager ns per element), and does the speed-up of fusion change where they do?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_rows = {str(t).removeprefix("torch."): fusion.sweep(sizes, chain, compiled, repeat, dtype=t)
             for t in (torch.float32, torch.float64)}
 ex2_table = pd.concat({name: pd.DataFrame(r).set_index("n") for name, r in ex2_rows.items()}, axis=1)
@@ -296,7 +298,7 @@ for ex2_name in ex2_rows:
 print(ex2_table.loc[:, (slice(None), ["mib", "eager ns/element", "speedup"])].round(2).to_string())
 assert [r["mib"] for r in ex2_rows["float64"]] == [2 * r["mib"] for r in ex2_rows["float32"]]
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Static shapes. Compile the chain with `dynamic=False` and with `dynamic=True`, and call each at
 # `sizes[0]`, again at `sizes[0]`, then at `sizes[1]`. Count the graphs each one compiled (torch's compile
 # statistics, `torch._dynamo.utils.counters`) and time each call. Look for what the new size costs: with static
@@ -304,7 +306,8 @@ assert [r["mib"] for r in ex2_rows["float64"]] == [2 * r["mib"] for r in ex2_row
 # repeated length is a plain call; with dynamic shapes one graph serves both lengths. (Inductor keeps the code it
 # generated in an on-disk cache, so a compile it has seen before, in an earlier run, can take much less time.)
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 from torch._dynamo.utils import counters  # torch's own compile statistics
 
 

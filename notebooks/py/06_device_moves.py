@@ -449,7 +449,8 @@ _ = measure.predicted("move_to over the fastest walker", 0, 1.5, figures["move_t
 # the meta device with every way in `ways`. Look for three outcomes: which ways raise (and whether the error
 # says where the set is), which pass the set through with its tensors left on the CPU, and which move them.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_xs = {**xs, "tags": {torch.ones(1), torch.zeros(1)}}
 
 
@@ -471,21 +472,23 @@ assert ex1_found["move_to (helpers)"].startswith("raises TypeError") and "obj['t
 # **2.** Replace the list `xs["pim"]` by `torch.stack(xs["pim"])` and check every way again, as in section 2.
 # Look at TensorDict's row: does it move everything now that every leaf is a tensor?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_xs = {**xs, "pim": torch.stack(xs["pim"])}
 ex2_checks = {ex2_name: devices.check_moved(ex2_xs, ex2_way(ex2_xs, torch.device("meta")), "meta")
               for ex2_name, ex2_way in ways.items()}
 print(pd.DataFrame({"list pim": checks["moved correctly (meta)"], "stacked pim": ex2_checks}).to_string())
 assert ex2_checks["TensorDict.from_dict(xs).to"] == "ok" and all(v == "ok" for v in ex2_checks.values())
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Where does the time go? Time the ways with leaves of side 8 and of side 1024 (`devices.compare_ways` with
 # `{"side 8": 8, "side 1024": 1024}` in place of `sides`). The large leaves hold (1024 / 8)^2 = 16384 times the
 # bytes of the small ones. Look for which ways' time grows with the data and which stays flat, then check which
 # ways copy the data on a CPU target (a moved tensor in new memory: compare `data_ptr()` with the original's):
 # are they the same ways, and what does that say about where each way spends its time?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_rows = pd.DataFrame(devices.compare_ways(ways, {"side 8": 8, "side 1024": 1024}, rounds, block_ms,
                                              make_xs=slide_xs))
 ex3 = ex3_rows.pivot(index="method", columns="leaves", values="us_per_call")
@@ -501,13 +504,14 @@ print("the same ways:", ex3_grows == {n for n, c in ex3_copies.items() if c})
 # the mechanism, checked without a clock: on a CPU target only the serialising way allocates new memory
 assert len(ex3_copies) == len(ways) and {n for n, c in ex3_copies.items() if c} == {"torch.save + load(map_location)"}
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **4.** (Needs a CUDA GPU; the solution skips without one.) Move the large `xs` to the GPU with `move_to`, once
 # from ordinary memory and once from pinned memory with `non_blocking=True`, timed interleaved with the GPU
 # synchronised (`measure.interleaved(..., device="cuda")`). Look for whether the pinned copy reaches the higher
 # rate of section 5's pinned rows, and check that every tensor arrived.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 if torch.cuda.is_available():
     ex4_pinned = optree.tree_map(lambda t: t.pin_memory(), xs)
     ex4_t = measure.interleaved({"pageable": lambda: move_to(xs, "cuda"),

@@ -474,7 +474,8 @@ else:
 # in 512-byte chunks instead of the 4 MiB `CHUNK`: how does the rate change, and what does one system call cost?
 # Look at the rate ratio and the time per call.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_mb = 16  # small: 512-byte reads make 32,768 system calls per pass
 ex1_path = storage.write_file(config.data_dir() / f"readtest-{ex1_mb}mb.bin", ex1_mb)
 ex1_rates = {chunk: storage.read_cached(ex1_path, repeat=3, chunk=chunk) for chunk in (512, CHUNK)}
@@ -499,7 +500,8 @@ assert ex1_counted == ex1_calls, (ex1_counted, ex1_calls)
 # have, and which decoder gains most? Look at the compressed size and at each decoder's images/s at 50 over
 # its images/s at 90.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_px = max(sizes_px)
 ex2_blobs = {q: decoders.encode_jpegs(n_images, ex2_px, q) for q in (90, 50)}
 ex2_kb = {q: np.mean([len(b) for b in bs]) / 1e3 for q, bs in ex2_blobs.items()}
@@ -516,7 +518,8 @@ assert ex2_kb[50] < 0.8 * ex2_kb[90], "quality 50 should drop a good share of th
 # (a strided view)? And `np.asarray(t.to(torch.float16))`? Look for which conversions must copy to change the
 # dtype, and which can describe the same bytes with other strides.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_cases = {
     "torch.as_tensor(a, dtype=torch.float64)": (lambda a: torch.as_tensor(a, dtype=torch.float64), np.zeros(8, np.float32)),
     "torch.from_numpy(a[::2])": (lambda a: torch.from_numpy(a[::2]), np.zeros(8, np.float32)),
@@ -535,7 +538,8 @@ assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.fr
 # growing, and why does a small copy not reach it? Look at GB/s per size: a fixed cost per copy (launch,
 # synchronisation) dominates small ones.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex4_rows, ex4_skipped = [], {}
 for ex4_mib in (1, 16, 64):
     ex4_found, ex4_skipped = readdecode.gpu_copy_rows(ex4_mib * 2**20)

@@ -1002,7 +1002,8 @@ claims.check("memmap_val_same_batches", same_val_batches)
 # once per batch (a gather, a transform call, the DataLoader's Python per batch) and how many times an epoch pays
 # it, against what it pays once per image (a decode), and for how many MiB one float batch weighs.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 from functools import partial
 
 ex1_sizes = (8, 4 * BATCH_SIZE)
@@ -1046,7 +1047,8 @@ assert len(ex1_counts) == 6 and all(
 # another program keeps a core busy (for example `python -c "while True: pass"` in a terminal): does the answer
 # change? Check that both give the same floats.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_mul = (1 / (255 * torch.tensor(IMAGENET_STD))).view(-1, 1, 1)
 ex2_add = (-torch.tensor(IMAGENET_MEAN) / torch.tensor(IMAGENET_STD)).view(-1, 1, 1)
 ex2_threads = torch.get_num_threads()
@@ -1073,7 +1075,8 @@ assert torch.allclose(ex2_torch, transforms.normalize(stored), atol=1e-5)
 # batch of `BATCH_SIZE` random indices of the train store. How many times faster is the faster one, and do the
 # two return the same images?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_index = torch.randperm(len(prep.train), generator=torch.Generator().manual_seed(0))[:BATCH_SIZE].tolist()
 ex3_tensorclass = tutorial_transforms.ImageNetData(images=prep.train.images, targets=prep.train.labels,
                                                    batch_size=[len(prep.train)])
@@ -1097,7 +1100,8 @@ assert torch.equal(ex3_a.images, ex3_b.images) and torch.equal(ex3_a.targets, ex
 # count how many of the 16 each draft shrank (the sides vary around `PX`). Which draft saves time here, and does
 # what it saves follow from how many images it shrank, and by how much?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 from PIL import Image
 
 

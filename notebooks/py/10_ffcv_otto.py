@@ -516,7 +516,8 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # one load-only epoch of each. Which loader keeps the smallest share of its samples/s at batch 1024, and what does
 # it pay once per batch rather than once per row?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_batch = 64
 ex1_load = otto.table(otto.compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
                       ex1_batch)
@@ -533,7 +534,8 @@ assert ex1_load.loc["helpers", "samples_per_s"] > 2 * ex1_load.loc["DataLoader",
 # and time it beside the seed's one-worker DataLoader and FFCV, two load-only epochs each. How close does it get
 # to FFCV on this machine, and what does the second worker cost on a machine with few cores?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import os
 
 ex2_rows = otto_csv.OttoRows(data["X"], data["y"])
@@ -556,7 +558,8 @@ assert len({len(times) for times in ex2_times.values()}) == 1  # every loader ha
 # orders, two load-only epochs each. Does the order change the load rate for a table that sits in memory? When
 # would it?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
 ex3_loaders = {f"helpers, shuffle={s!r}": BatchLoader(ex3_tensors, batch_size=batch_size, shuffle=s, drop_last=True,
                                                       seed=seed) for s in (True, "grouped")}
@@ -580,7 +583,8 @@ assert len(set(ex3_rows.values())) == 1  # each order hands out the same number 
 # leave out the first eleven of each epoch yourself. Which loader's mean moves most, and what do its first
 # batches contain?
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex4_epochs = 2
 ex4_times = otto.compare(seed_loaders, ex4_epochs, forward_loss_factory(device, seed), device, skip=0, warmup=0)
 ex4_rows = []

@@ -395,7 +395,8 @@ print("holds:", holds)
 # which rows are they? Compare them with the first row of each rank: the padding repeats the first indices
 # of the common permutation, which rank 0, 1, ... start with.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex1_shards(make, train, ranks):
     return [torch.cat([b["id"] for b in make(train, batch_size, rank, ranks, seed, 0)]).numpy()
             for rank in range(ranks)]
@@ -423,7 +424,8 @@ assert all(ex1_ok) and len(ex1_ok) == 4
 # check one epoch's shards with `distributed.shard_check`. Which check fails? Count the rows no rank trains on
 # in that epoch and the rows trained on twice: that is what the model would see.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex2_shards(train, seeds, epoch=0):
     return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, len(seeds), s, epoch)]
                       ).numpy() for rank, s in enumerate(seeds)]
@@ -446,7 +448,8 @@ assert ex2_same["covered"] and ex2_same["disjoint"] and not ex2_other["covered"]
 # shards of two epochs. Are they still disjoint and covering, and does the order change between epochs? Look
 # at the first ids of a batch too: runs of neighbouring rows, as the grouped order reads them.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex3_shards(train, epoch):
     return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, world_size, seed, epoch,
                                                                     shuffle="grouped")]).numpy()
@@ -468,7 +471,8 @@ assert not np.array_equal(ex3_epochs[0][0], ex3_epochs[1][0])
 # `replicate`, `parallel_apply` and `gather`. Where does DataParallel spend its time besides the forward pass
 # itself? Look at `replicate`: it copies every weight to every GPU at every call, which DDP does once.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex4_steps(model, x, device_ids, repeat=20):
     from torch.nn.parallel import gather, parallel_apply, replicate, scatter
 

@@ -125,7 +125,7 @@ with pd.option_context("display.max_colwidth", 90, "display.float_format", "{:.3
 # thread pipeline against the DataLoader's best worker count on the same decode-every-epoch work, and the table
 # says whether it paid off on this machine. The cell below prints the items that did not.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 measured = checklist.dropna(subset=["payoff here (x)"])
 print(f"checklist items measured in this run: {len(measured)} of {len(checklist)}")
 if len(measured):
@@ -190,7 +190,8 @@ print("every checklist item reads a registered notebook:", all(nb in producers f
 # **1.** Which notebooks have not saved a result in this folder, and which claims wait on each? *Look for*
 # the notebook to run next: the one that would turn the most claims from *not measured* into a verdict.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_expected = sorted(p.stem for p in runner.notebook_paths() if not p.stem.startswith("13_"))
 ex1_saved = set(runs.notebooks(docs))
 ex1_missing = [name for name in ex1_expected if name not in ex1_saved]
@@ -214,7 +215,8 @@ assert ex1_measured.isdisjoint(ex1_missing) and (ex1_registered & set(ex1_expect
 # the clearest misses). *Look for* the side each close call falls on: those verdicts are the likeliest to change
 # on a busy machine or on another run, which is why the claims with a confidence interval decide by the interval.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import numpy as np
 
 ex2_rows = []
@@ -247,7 +249,8 @@ assert len(ex2_close) == 0 or ex2_close.distance.iloc[0] == np.abs(np.log(ex2_al
 # producers; without the check, REPORT.md would show one of the two values under the name, and a claim could
 # read the wrong quantity.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import copy
 
 ex3_docs = copy.deepcopy(docs)

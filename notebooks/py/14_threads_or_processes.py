@@ -468,7 +468,8 @@ for target in targets.values():
 # images/s: threads beyond the cores help only while some thread waits for the disk, and the files of a small
 # folder sit in the page cache. Whatever the thread count, the batches must be the same ones, in the same order.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex1_rates(thread_counts, rounds=3):
     """Return {threads: images/s} of ThreadLoader epochs over `ds`, timed in turns."""
     loaders = {k: ThreadLoader(ds, batch_size, threads=k) for k in thread_counts}
@@ -491,7 +492,8 @@ assert ex1_labels[0] == ex1_labels[1], "the thread count changed the batches"
 # the Python around it (file open, `Image.fromarray`, the transform's calls) weighs more for the threads. Check
 # too that the two decoders give the same pixels.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 from PIL import Image
 
 from fastloops_helpers.data.decoders import find_decoders
@@ -542,7 +544,8 @@ assert ex2_same, "simplejpeg and Pillow decoded different pixels"
 # own. A wrapper class defined in a cell is fine here: threads never pickle it, and the DataLoader's workers are
 # forked (under forkserver or spawn it would have to live in a module).
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 class Ex3PythonAugment(torch.utils.data.Dataset):
     """Wrap a dataset; invert the first `values` values of each image in a Python loop (it holds the GIL)."""
 
@@ -590,7 +593,8 @@ assert ex3_y == ds[3][1] and torch.equal(ex3_x.flatten()[:20_000], 255 - ds[3][0
 # conversion and crop, the collate) may start its own team of OpenMP threads, which spin while they wait for
 # work, so `n_threads` teams fight over `cores` cores. The solution restores one thread when it is done.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex4_rates(intra_op_counts, rounds=3):
     """Return {intra-op threads: images/s} of one ThreadLoader over `ds`, the thread counts timed in turns."""
     epoch = measure.drain(ThreadLoader(ds, batch_size, threads=n_threads))

@@ -541,17 +541,17 @@ table.round(3)
 # a large headspace; an instant loader before a long step is compute-bound and hardly waits. The claims below
 # (in the registry, like every seed claim) are about the real loops, so they depend on this machine.
 
-# %% tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print("20 ms loader, 2 ms step is input-bound:", slow_loader.verdict == "input-bound")
 print("  waits > 70 % and headspace > 3x:", slow_loader.wait_share > 0.7 and slow_loader.headspace > 3)
 print("instant loader, 20 ms step is compute-bound:", fast_loader.verdict == "compute-bound")
 print("  waits < 20 %:", fast_loader.wait_share < 0.2)
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 verdicts = ("input-bound", "balanced", "compute-bound", input_bound.BUSY)  # busy: another process took CPU time (named after it)
 print("every loop got a verdict and ranked knobs:", all(r["verdict"] in verdicts or r["verdict"].startswith(input_bound.BUSY) for r in rows), len(rows) == 4)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 claims.check("diagnose_input_bound_found", rows[0]["verdict"] == "input-bound")
 if have_spdl:
     claims.check("diagnose_headspace_over_spdl_cache", figures)
@@ -568,7 +568,8 @@ else:
 # changes verdict, and does the first knob change? *Look for* the wait share falling as the longer step hides
 # more of the decoding, and the replayed step (`.figures.step_s`) growing with `step_ms`.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1_step_ms = 4 * step_ms
 ex1_found = {}
 for ex1_workers, ex1_before in ((0, folder0), (2, folder2)):
@@ -587,7 +588,8 @@ assert all(after.wait_share < before.wait_share for before, after in ((folder0, 
 # and diagnose it again. How much of the gain that `folder2.advice()` predicted do you get? *Look for* the
 # epoch start (`epoch_start_s`): with persistent workers only the first epoch pays the workers' start-up.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex2_after = run_diagnose(image_loop(images, batch_size, 2, step_ms, persistent_workers=True), batches, warmup, replay)
 ex2_predicted = next((r.gain for r in folder2.recommendations if r.knob == "persistent_workers=True"), None)
 print(f"epoch start: {folder2.epoch_start_s * 1e3:.0f} ms -> {ex2_after.epoch_start_s * 1e3:.0f} ms")
@@ -603,7 +605,8 @@ assert "persistent_workers=True" not in {r.knob for r in ex2_after.recommendatio
 # with the one `mm.advice()` predicted. *Look for* the wait share: the background thread gathers and transforms
 # the next batch while the step sleeps.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex3_loader, ex3_step = memmap_loop(prepared.train, batch_size, step_ms)
 ex3_after = run_diagnose((ThreadPrefetcher(ex3_loader), ex3_step), batches, warmup, replay)
 ex3_predicted = next((r.gain for r in mm.recommendations if r.knob.startswith("load ahead")), None)
@@ -618,7 +621,8 @@ assert ex3_after.batches == batches and 0 < ex3_after.samples <= batches * batch
 # loads from zero to four times the step, and print each verdict. *Look for* the load at which the loop stops
 # being compute-bound, and compare it with the thresholds printed in section 2.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex4_verdicts = {}
 for ex4_share in (0, 0.25, 1, 4):
     ex4_d = diagnose(SleepyLoader(load_ms=ex4_share * step_ms, n=batches + warmup), gpu_like_step(step_ms / 1000),

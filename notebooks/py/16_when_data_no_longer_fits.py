@@ -478,7 +478,7 @@ for r in rank_rows:
 # own record of the shard and the position in it; WebDataset keeps no position, so the only exact resume is to
 # read from the start again and drop what was seen.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 resume_rows = streaming.resume(data, resume_after, resume_shards, profile)
 print(pd.DataFrame(resume_rows).set_index("reader").round(2).to_string())
 resume_counts = [len(x) for x in data.sorted.labels[:resume_shards]]
@@ -495,7 +495,7 @@ _ = measure.predicted(f"saved place (pyarrow Parquet): the rest from the stopped
 for r in resume_rows:
     print(f"{r['reader']}: same remaining samples after a restart: {'yes' if r['same_remaining'] else 'no'}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # All three can give the same remaining samples; what differs is the price. The last column is the bytes the
 # resumed run fetched over the bytes of what was left. A reader that saves its place fetches the rest, plus the part
 # of the shard it stopped in that it had read already. One that must re-read from the start fetches everything it
@@ -603,7 +603,8 @@ for name in ("stream_entropy_small_buffer_over_full", "stream_entropy_large_buff
 # one epoch with decoding off at the same-region profile. Predict its MB/s from section 2's arithmetic for one
 # connection first. Look at the wire efficiency: the latency is now paid once per shard with nothing overlapping it.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 ex1 = {a: streaming.profile_sweep(data, "pyarrow Parquet", [profile], batch_size, a)[0] for a in (0, ahead)}
 for ex1_ahead, ex1_row in ex1.items():
     print(f"ahead={ex1_ahead}: {ex1_row['MB_per_s']:.0f} MB/s (predicted {ex1_row['predicted_MB_per_s']:.0f}), "
@@ -612,7 +613,7 @@ for ex1_ahead, ex1_row in ex1.items():
 assert ex1[0]["predicted_MB_per_s"] < ex1[ahead]["predicted_MB_per_s"]
 assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification"] - 1) < 0.01 for r in ex1.values())
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** How large must the buffer be for the class-sorted shards to reach 0.95 of the full shuffle's entropy, with
 # one shard at a time and with four, and how much buffer do the three extra open shards save? Sweep buffer sizes on
 # the labels alone (`streaming.epoch_labels` and `streaming.entropy`) in steps of a quarter shard (a doubling sweep
@@ -621,7 +622,8 @@ assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification
 # `at_once + (2 x buffer + batch) / shard` shards, so three more open shards are worth 1.5 shards of buffer. Look at
 # the tail too: the last batches of an epoch are mixed worse than the rest when shards run out.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 import numpy as np
 
 
@@ -647,12 +649,13 @@ print(f"four shards at once save {ex2[1][0] - ex2[4][0]} samples of buffer: {ex2
       f"(predicted 1.5; the sweep's resolution is {ex2_step / ex2_per_shard:.2f} shard)")
 assert ex2[4][0] <= ex2[1][0] - ex2_step, "four open shards should need at least one step less buffer than one"
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Three ranks instead of two. What does the helpers' `split_shards` say when the shard count does not divide
 # by three, and what does `datasets`' `split_dataset_by_node` do instead? Count, for the second, whether every
 # sample is read exactly once and how many bytes all ranks fetched over the data set's size.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex3_three_ranks(world=3):
     """Return the split error of split_shards (or None) and datasets' keys and bytes over `world` ranks."""
     src = data.sorted
@@ -675,7 +678,7 @@ print(f"split_dataset_by_node: {len(ex3_keys)} samples read, {len(set(ex3_keys))
 assert len(ex3_keys) == len(set(ex3_keys)) == data.sorted.samples
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** Fewer, bigger shards: write the same images as a quarter as many shards and read each set once at the
 # same-region profile, decoding off, with WebDataset (curl streams a shard: samples come out as its bytes arrive)
 # and with the pyarrow reader fetching one shard at a time (`ahead = 0`: a whole shard in one GET, parsed once it
@@ -684,7 +687,8 @@ assert len(ex3_keys) == len(set(ex3_keys)) == data.sorted.samples
 # bytes for a stream, whole shards for the whole-shard reader), and the rest (starting curl, parsing, Python);
 # decoding is off, so no decode. Look at which reader's wait grows with the shard, and at the wire efficiency.
 
-# %% jupyter={"source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# Solution: try the exercise first
 def ex4_model(src, reader):
     """Return (latency s, transfer s) the first batch must wait for: shards it touches, bytes at one connection."""
     p, per_shard = store.profile(profile), src.samples / len(src.names)

@@ -70,9 +70,8 @@ def target_lines(name: str, figures: dict[str, float]) -> list[str]:
         if t.benchmark != f"bench-{name}":
             continue
         value = claims.value_of(figures, t.figure)
-        low, high = figures.get(t.figure + claims.LOW), figures.get(t.figure + claims.HIGH)
-        spread = f" (95 % interval {low:.3g} to {high:.3g})" if low is not None and high is not None else ""
-        shown = "not measured" if value is None else f"{value:.4g}{spread}"
+        label = claims.how_measured(claims.saved_interval(figures, t.figure))
+        shown = "not measured" if value is None else f"{value:.4g} ({label})"
         lines.append(f"[target] {t.figure}: {shown}, needs {t.needed()}: {t.verdict(figures)}")
     return lines
 

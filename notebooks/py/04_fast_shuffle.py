@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -441,7 +441,7 @@ claims.check("grouped_speedup_headline", figures)
 # measure the class mix of `grouped_permutation` at each group size of `GROUP_SIZES` again. Which group sizes are
 # now safe, and why?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_y = shuffle.sorted_blobs(QUALITY_N)[1]  # the class-sorted labels of section 3
 ex1_p = torch.randperm(QUALITY_N, generator=torch.Generator().manual_seed(1))
@@ -459,7 +459,7 @@ assert (ex1["shuffled once"] > 0.9 * full_h).all()
 # **2.** Call `grouped_permutation` with `variants=1` instead of the default 16. Does the class-mix entropy
 # change? What else does? (Hint: look at where item k of every group lands, `perm.view(-1, g) % g`.)
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_g, ex2_labels = 64, np.arange(64 * 100) * 10 // (64 * 100)  # 100 groups, sorted into 10 classes
 ex2 = {v: grouped_permutation(64 * 100, ex2_g, torch.Generator().manual_seed(3), variants=v) for v in (1, VARIANTS)}
@@ -476,7 +476,7 @@ assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
 # **3.** Call `torch.set_num_threads(1)` and time the permutations again (`shuffle.time_permutations` at the
 # largest N of `SIZES`), then restore the thread count. Which method's time changes the most, and why?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex3_seconds(threads: int) -> dict[str, float]:
     before = torch.get_num_threads()
@@ -504,7 +504,7 @@ assert ex3_threads == max(int(c.split()[0]) for c in ex3.columns[:-1])  # the th
 # large as the largest group size and `buffer_size=1`, then with `2 * BATCH_SIZE`. What does the buffer do for
 # the class mix?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_page, ex4_y = max(GROUP_SIZES), np.arange(QUALITY_N) * 10 // QUALITY_N  # the sorted labels of section 3
 ex4 = {b: batch_class_entropy(ex4_y, quasi_random_permutation(QUALITY_N, ex4_page, b, np.random.default_rng(0)),

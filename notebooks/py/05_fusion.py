@@ -6,7 +6,7 @@
 # | **Question** | How much faster is a chain of pointwise ops (sin, cos, sigmoid, add, mul) when compiled into one kernel, and can we predict the gain from memory traffic? |
 # | **Seeds** | 000/001 "Other tips": *Fuse operator* |
 # | **GPU** | optional: the chain is also compiled for CUDA when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~22 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~25 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # In eager PyTorch each pointwise op is its own kernel: it reads its inputs from memory and writes a full-size
 # result back, and the next op reads that result again. A compiler that fuses the chain into one kernel reads
@@ -188,7 +188,7 @@ print("saved", path.name)
 # `torch.compile` delivers part of the saving on the CPU once its one-off compile time has been paid (printed in
 # section 2); for tiny tensors it is the per-call overhead, not memory, that counts. This run's figures:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for key, value in figures.items():
     print(f"{key} = {value:.3g}")
 print(f"largest size ({big.mib:.0f} MiB): eager {big.eager_s / big.eager_floor_s:.1f}x its traffic floor"

@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -885,7 +885,7 @@ print("ProcessPrefetcher overlaps the step (> 50 % of step time):", timeline.ove
 # first batch (the first one always waits for a worker to start and decode) and at `wall_s`: an epoch can never
 # be shorter than its batches times the step.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_step_ms = 100  # the exercise's step (the defaults block keeps its own for the cells above)
 # one round of section 2's ladder: the wait shares answer this, not a ratio's verdict
@@ -906,7 +906,7 @@ assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == 
 # row) instead of `bytes`. How much larger is the dataset in memory, and how much private memory do two workers
 # gain over the numpy array? Look at the size ratio and at `workers_uss_mb`.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import sys
 
@@ -930,7 +930,7 @@ assert ex2_list_mb > 4 * ex2_array.nbytes / 2**20
 # the first batch take now, and what does `persistent_workers` save? Compare the first batch of epoch 1 (a fresh
 # interpreter imports torch and unpickles the dataset) with epoch 2's, and with `fork`'s from section 3.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_spawn = workers.epoch_starts(dataset, 1, batch_size, step_ms, True, multiprocessing_context="spawn")
 ex3_fork = persist["persistent_workers=True"]
@@ -945,7 +945,7 @@ assert ex3_spawn[1] < 0.5 * ex3_spawn[0], "epoch 2 should not pay spawn's interp
 # the `collate` stage take now with `num_workers=0`, and what happens to it inside the prefetch thread? Look at
 # the median collate time per batch against section 1's.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_threads = os.cpu_count()
 torch.set_num_threads(ex4_threads)
@@ -968,7 +968,7 @@ assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r[
 # `num_workers=2`: this is seed 002's "sacrifice one loader process". Which one uses the two cores better, and
 # why? Look at `img_per_s`, `wait_share` and `parallelism` (batches being loaded at once).
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex5_rows, ex5_tls = workers.sweep(dataset, {
     "num_workers=2": {"num_workers": 2},

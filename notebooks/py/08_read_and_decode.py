@@ -6,7 +6,7 @@
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
-# | **Run time** | <!-- run-time --> workshop ~34 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~26 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
@@ -474,7 +474,7 @@ else:
 # in 512-byte chunks instead of the 4 MiB `CHUNK`: how does the rate change, and what does one system call cost?
 # Look at the rate ratio and the time per call.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_mb = 16  # small: 512-byte reads make 32,768 system calls per pass
 ex1_path = storage.write_file(config.data_dir() / f"readtest-{ex1_mb}mb.bin", ex1_mb)
@@ -500,7 +500,7 @@ assert ex1_counted == ex1_calls, (ex1_counted, ex1_calls)
 # have, and which decoder gains most? Look at the compressed size and at each decoder's images/s at 50 over
 # its images/s at 90.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_px = max(sizes_px)
 ex2_blobs = {q: decoders.encode_jpegs(n_images, ex2_px, q) for q in (90, 50)}
@@ -518,7 +518,7 @@ assert ex2_kb[50] < 0.8 * ex2_kb[90], "quality 50 should drop a good share of th
 # (a strided view)? And `np.asarray(t.to(torch.float16))`? Look for which conversions must copy to change the
 # dtype, and which can describe the same bytes with other strides.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_cases = {
     "torch.as_tensor(a, dtype=torch.float64)": (lambda a: torch.as_tensor(a, dtype=torch.float64), np.zeros(8, np.float32)),
@@ -538,7 +538,7 @@ assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.fr
 # growing, and why does a small copy not reach it? Look at GB/s per size: a fixed cost per copy (launch,
 # synchronisation) dominates small ones.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_rows, ex4_skipped = [], {}
 for ex4_mib in (1, 16, 64):

@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~46 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~51 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. Seed 004 moves the deterministic part (decode, resize; for validation also the
@@ -886,7 +886,7 @@ print(f"here, one process vs the best DataLoader + ImageFolder: train {one_proce
 # `MEMORY_IMAGES` images, one shuffled epoch with the train transforms, resident memory read with psutil after
 # every batch.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 tiles = torch.utils.data.ConcatDataset([memmap.MemmapDataset(prep.train)] * -(-MEMORY_IMAGES // len(prep.train)))
 tiled = torch.utils.data.Subset(tiles, range(MEMORY_IMAGES))
 big_root = config.data_dir() / f"memmap-{folder.name}" / f"tiled-{MEMORY_IMAGES}"
@@ -983,7 +983,9 @@ claims.check("memmap_train_speedup", figures)
 claims.check("memmap_val_speedup", figures)
 claims.check("tutorial_imagenet_a100_speedup", figures)
 for target in targets.values():
-    print(f"[target] {target.figure}: {figures[target.figure]:.3g}, needs {target.needed()}: {target.verdict(figures)}")
+    label = claims.how_measured(claims.saved_interval(figures, target.figure))  # its interval, or "single run"
+    print(f"[target] {target.figure}: {figures[target.figure]:.3g} ({label}), needs {target.needed()}: "
+          f"{target.verdict(figures)}")
 
 # %% slideshow={"slide_type": "-"}
 claims.check("memmap_val_same_batches", same_val_batches)
@@ -1002,7 +1004,7 @@ claims.check("memmap_val_same_batches", same_val_batches)
 # once per batch (a gather, a transform call, the DataLoader's Python per batch) and how many times an epoch pays
 # it, against what it pays once per image (a decode), and for how many MiB one float batch weighs.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 from functools import partial
 
@@ -1047,7 +1049,7 @@ assert len(ex1_counts) == 6 and all(
 # another program keeps a core busy (for example `python -c "while True: pass"` in a terminal): does the answer
 # change? Check that both give the same floats.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_mul = (1 / (255 * torch.tensor(IMAGENET_STD))).view(-1, 1, 1)
 ex2_add = (-torch.tensor(IMAGENET_MEAN) / torch.tensor(IMAGENET_STD)).view(-1, 1, 1)
@@ -1075,7 +1077,7 @@ assert torch.allclose(ex2_torch, transforms.normalize(stored), atol=1e-5)
 # batch of `BATCH_SIZE` random indices of the train store. How many times faster is the faster one, and do the
 # two return the same images?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_index = torch.randperm(len(prep.train), generator=torch.Generator().manual_seed(0))[:BATCH_SIZE].tolist()
 ex3_tensorclass = tutorial_transforms.ImageNetData(images=prep.train.images, targets=prep.train.labels,
@@ -1100,7 +1102,7 @@ assert torch.equal(ex3_a.images, ex3_b.images) and torch.equal(ex3_a.targets, ex
 # count how many of the 16 each draft shrank (the sides vary around `PX`). Which draft saves time here, and does
 # what it saves follow from how many images it shrank, and by how much?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 from PIL import Image
 

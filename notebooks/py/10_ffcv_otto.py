@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~50 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -516,7 +516,7 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # one load-only epoch of each. Which loader keeps the smallest share of its samples/s at batch 1024, and what does
 # it pay once per batch rather than once per row?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_batch = 64
 ex1_load = otto.table(otto.compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
@@ -534,7 +534,7 @@ assert ex1_load.loc["helpers", "samples_per_s"] > 2 * ex1_load.loc["DataLoader",
 # and time it beside the seed's one-worker DataLoader and FFCV, two load-only epochs each. How close does it get
 # to FFCV on this machine, and what does the second worker cost on a machine with few cores?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 import os
 
@@ -558,7 +558,7 @@ assert len({len(times) for times in ex2_times.values()}) == 1  # every loader ha
 # orders, two load-only epochs each. Does the order change the load rate for a table that sits in memory? When
 # would it?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)
 ex3_loaders = {f"helpers, shuffle={s!r}": BatchLoader(ex3_tensors, batch_size=batch_size, shuffle=s, drop_last=True,
@@ -583,7 +583,7 @@ assert len(set(ex3_rows.values())) == 1  # each order hands out the same number 
 # leave out the first eleven of each epoch yourself. Which loader's mean moves most, and what do its first
 # batches contain?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_epochs = 2
 ex4_times = otto.compare(seed_loaders, ex4_epochs, forward_loss_factory(device, seed), device, skip=0, warmup=0)

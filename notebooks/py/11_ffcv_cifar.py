@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables) |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -537,7 +537,7 @@ claims.check("cifar_dataloader_step_over_ffcv_step", figures, why=no_ffcv, devic
 # follows that share, and whether the two outputs differ by more than rounding. Then try `resize = 64`: does
 # the window shrink or grow?
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex1_whole_image(x):
     full_size = F.interpolate(x.contiguous(memory_format=torch.channels_last), size=(resize, resize),
@@ -564,7 +564,7 @@ assert ex1_side < images.shape[1] and ex1_gap <= 1 and ex1_64.stop - ex1_64.star
 # time the loop waits for a batch: with no worker process nothing loads in the background, so the wait should
 # be the whole load time (`hidden_%` near 0). Compare with the `num_workers` run in the overlap table.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_loaders = {"DataLoader, 0 workers": cifar.torch_loader(images, labels, batch_size, device, resize, crop, seed,
                                                            num_workers=0)}
@@ -590,7 +590,7 @@ assert len(psutil.Process().children()) == ex2_before and ex2_loaders["DataLoade
 # per batch (the load-only table) by each. Look for how the share of the step that loading takes falls as the
 # model grows: the seed's WRN-28-10 does several hundred times the arithmetic of WRN-10-1.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_x, ex3_y = next(iter(loaders["helpers"]))
 ex3_steps = {f"WRN-10-{w}": cifar.wrn_factory(10, w, device, seed)() for w in (1, 2)}
@@ -614,7 +614,7 @@ assert 3 < ex3_params["WRN-10-2"] / ex3_params["WRN-10-1"] < 5
 # the time in which a loader on the CPU can prepare the next batch for free, the reason the seed's full-step
 # gain is far smaller than its load-only gain.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex4_queue_and_run(depth, width, x, y, repeat=5):
     step = cifar.wrn_factory(depth, width, torch.device("cuda"), seed)()

@@ -6,7 +6,7 @@
 # | **Question** | When one process is not enough, how does each process load only its share of the data, does training on shards give the same model as one process with the same global batch, and what did `DataParallel` do before DDP? |
 # | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem), 002 (one loader per GPU process) |
 # | **GPU** | optional: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine, where one more cell and exercise 4 time DataParallel on the GPUs |
-# | **Run time** | <!-- run-time --> workshop ~38 s (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~39 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # PyTorch's established engine for data-parallel training is `DistributedDataParallel` (DDP) launched by
 # `torchrun`: one process per device, each with a full copy of the model, each reading a different shard of
@@ -395,7 +395,7 @@ print("holds:", holds)
 # which rows are they? Compare them with the first row of each rank: the padding repeats the first indices
 # of the common permutation, which rank 0, 1, ... start with.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex1_shards(make, train, ranks):
     return [torch.cat([b["id"] for b in make(train, batch_size, rank, ranks, seed, 0)]).numpy()
@@ -424,7 +424,7 @@ assert all(ex1_ok) and len(ex1_ok) == 4
 # check one epoch's shards with `distributed.shard_check`. Which check fails? Count the rows no rank trains on
 # in that epoch and the rows trained on twice: that is what the model would see.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex2_shards(train, seeds, epoch=0):
     return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, len(seeds), s, epoch)]
@@ -448,7 +448,7 @@ assert ex2_same["covered"] and ex2_same["disjoint"] and not ex2_other["covered"]
 # shards of two epochs. Are they still disjoint and covering, and does the order change between epochs? Look
 # at the first ids of a batch too: runs of neighbouring rows, as the grouped order reads them.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex3_shards(train, epoch):
     return [torch.cat([b["id"] for b in distributed.helpers_batches(train, batch_size, rank, world_size, seed, epoch,
@@ -471,7 +471,7 @@ assert not np.array_equal(ex3_epochs[0][0], ex3_epochs[1][0])
 # `replicate`, `parallel_apply` and `gather`. Where does DataParallel spend its time besides the forward pass
 # itself? Look at `replicate`: it copies every weight to every GPU at every call, which DDP does once.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex4_steps(model, x, device_ids, repeat=20):
     from torch.nn.parallel import gather, parallel_apply, replicate, scatter

@@ -6,7 +6,7 @@
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
 # | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
 # | **GPU** | not needed: everything here is CPU work |
-# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.0 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # The DataLoader parallelises `__getitem__` over worker *processes*: each worker starts (fork, forkserver or
 # spawn), gets a copy of the dataset, and ships every batch back through shared memory. Threads avoid all three
@@ -453,7 +453,8 @@ for name in ("spdl_imagenet_faster_pct", "spdl_cpu_saving_pct", "spdl_memory_sav
     claims.check(name, None, why="published on ImageNet with many cores")
 for target in targets.values():
     value = claims.value_of(figures, target.figure)
-    shown = "not measured" if value is None else f"{value:.3g}"
+    label = claims.how_measured(claims.saved_interval(figures, target.figure))  # its interval, or "single run"
+    shown = "not measured" if value is None else f"{value:.3g} ({label})"
     print(f"[target] {target.figure}: {shown}, needs {target.needed()}: {target.verdict(figures)}")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -468,7 +469,7 @@ for target in targets.values():
 # images/s: threads beyond the cores help only while some thread waits for the disk, and the files of a small
 # folder sit in the page cache. Whatever the thread count, the batches must be the same ones, in the same order.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex1_rates(thread_counts, rounds=3):
     """Return {threads: images/s} of ThreadLoader epochs over `ds`, timed in turns."""
@@ -492,7 +493,7 @@ assert ex1_labels[0] == ex1_labels[1], "the thread count changed the batches"
 # the Python around it (file open, `Image.fromarray`, the transform's calls) weighs more for the threads. Check
 # too that the two decoders give the same pixels.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 from PIL import Image
 
@@ -544,7 +545,7 @@ assert ex2_same, "simplejpeg and Pillow decoded different pixels"
 # own. A wrapper class defined in a cell is fine here: threads never pickle it, and the DataLoader's workers are
 # forked (under forkserver or spawn it would have to live in a module).
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 class Ex3PythonAugment(torch.utils.data.Dataset):
     """Wrap a dataset; invert the first `values` values of each image in a Python loop (it holds the GIL)."""
@@ -593,7 +594,7 @@ assert ex3_y == ds[3][1] and torch.equal(ex3_x.flatten()[:20_000], 255 - ds[3][0
 # conversion and crop, the collate) may start its own team of OpenMP threads, which spin while they wait for
 # work, so `n_threads` teams fight over `cores` cores. The solution restores one thread when it is done.
 
-# %% jupyter={"source_hidden": true, "outputs_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
+# %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex4_rates(intra_op_counts, rounds=3):
     """Return {intra-op threads: images/s} of one ThreadLoader over `ds`, the thread counts timed in turns."""

@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on Intel(R) Xeon(R) Processor, 2 cores, 2026-11-24) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all. `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -547,11 +547,11 @@ print("  waits > 70 % and headspace > 3x:", slow_loader.wait_share > 0.7 and slo
 print("instant loader, 20 ms step is compute-bound:", fast_loader.verdict == "compute-bound")
 print("  waits < 20 %:", fast_loader.wait_share < 0.2)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 verdicts = ("input-bound", "balanced", "compute-bound", input_bound.BUSY)  # busy: another process took CPU time (named after it)
 print("every loop got a verdict and ranked knobs:", all(r["verdict"] in verdicts or r["verdict"].startswith(input_bound.BUSY) for r in rows), len(rows) == 4)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 claims.check("diagnose_input_bound_found", rows[0]["verdict"] == "input-bound")
 if have_spdl:
     claims.check("diagnose_headspace_over_spdl_cache", figures)

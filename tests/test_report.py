@@ -103,8 +103,9 @@ def test_run_time_card_is_generated_at_the_marker(tmp_path, monkeypatch):
     assert not notebooks.refresh_card(path, times)  # nothing new: unchanged
 
 
-def test_a_run_into_another_folder_leaves_the_cards_alone(tmp_path):
+def test_a_run_into_another_folder_leaves_the_cards_alone(tmp_path, monkeypatch):
     """make reproduce runs copies (--out): its times go to the report, the cards keep the committed outputs' run."""
+    monkeypatch.setenv("FASTLOOPS_SCALE", "workshop")  # the report shows the scale it runs at: make test sets smoke
     path = tmp_path / "05_x.ipynb"
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_markdown_cell(f"| **Run time** | {notebooks.RUN_TIME_MARKER} old text |"))

@@ -54,6 +54,20 @@ NOT_MEASURING = {
 RESULTS_WRITERS = ("save_results", "plots.save", "claims.save", "write_text(", "savefig(")
 
 
+def _parse(source: str) -> ast.Module:
+    """Parse `source`, once more if CPython 3.11 raises its spurious AST recursion-depth SystemError.
+
+    The depth counter is per interpreter, so a parse racing another thread's can trip it (python/cpython#106905,
+    seen on 3.11.7 under make test); the source itself is fine, and a second parse succeeds.
+    """
+    try:
+        return ast.parse(source)
+    except SystemError as exc:
+        if "recursion depth mismatch" not in str(exc):
+            raise
+        return ast.parse(source)
+
+
 def origin(source: str) -> str:
     """Return the dotted package path a shown cell names on its first line ("" if it shows none)."""
     match = SHOWN.match(source.splitlines()[0]) if source.strip() else None
@@ -81,7 +95,7 @@ def resolve(dotted: str) -> Any:
 
 def _strip(node: ast.AST) -> str:
     """Return the syntax tree of `node` as text, without docstrings or positions."""
-    node = ast.parse(ast.unparse(node))  # a fresh copy
+    node = _parse(ast.unparse(node))  # a fresh copy
     for sub in ast.walk(node):
         body = getattr(sub, "body", None)
         if (
@@ -96,7 +110,7 @@ def _strip(node: ast.AST) -> str:
 
 
 def _definitions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
-    return [n for n in ast.parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+    return [n for n in _parse(source).body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
 def defined_names(source: str) -> list[str]:
@@ -126,7 +140,7 @@ def mismatches(source: str) -> list[str]:
 def knobs(source: str) -> list[str]:
     """Return the names a defaults cell assigns at its top level, in order."""
     names: list[str] = []
-    for node in ast.parse(source).body:
+    for node in _parse(source).body:
         targets = (
             node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
         )
@@ -138,7 +152,7 @@ def knobs(source: str) -> list[str]:
 def _code(cell: Any) -> ast.Module:
     """Parse a code cell, leaving out IPython's magics and shell lines."""
     lines = [line for line in cell.source.splitlines() if not line.lstrip().startswith(("%", "!"))]
-    return ast.parse("\n".join(lines))
+    return _parse("\n".join(lines))
 
 
 def _imports(nb: Any) -> dict[str, str]:

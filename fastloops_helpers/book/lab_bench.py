@@ -14,9 +14,15 @@ tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains
 from __future__ import annotations
 
 import ast
+import gc
 import importlib
+import inspect
 import re
-from typing import Any
+import textwrap
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 SHOWN = re.compile(r"^\s*#\s*(?:@save|shown from)\s+(fastloops_helpers[\w.]*)")
 DEFAULTS, SOLUTION, UNCOMPARED = "defaults", "solution", "nbval-ignore-output"
@@ -55,17 +61,35 @@ RESULTS_WRITERS = ("save_results", "plots.save", "claims.save", "write_text(", "
 
 
 def _parse(source: str) -> ast.Module:
-    """Parse `source`, once more if CPython 3.11 raises its spurious AST recursion-depth SystemError.
+    """Parse `source` (see `_ast_safe`)."""
+    return _ast_safe(ast.parse, source)
 
-    The depth counter is per interpreter, so a parse racing another thread's can trip it (python/cpython#106905,
-    seen on 3.11.7 under make test); the source itself is fine, and a second parse succeeds.
+
+def _source_of(obj: Any) -> str:
+    """Return the source of a live object (`inspect.getsource` parses its whole module; see `_ast_safe`)."""
+    return _ast_safe(inspect.getsource, obj)
+
+
+def _ast_safe(parse: Callable[[Any], T], arg: Any) -> T:
+    """Call `parse(arg)` with the garbage collector paused, and once more on CPython 3.11's spurious SystemError.
+
+    CPython 3.11 keeps the AST constructor's depth counter per interpreter (python/cpython#106905): a collection
+    during a parse can run finalizers that parse or compile too, and the counter then trips
+    "AST constructor recursion depth mismatch" (seen under make test, always on a shown cell of notebook 09).
+    The source is fine, and a second parse succeeds.
     """
+    enabled = gc.isenabled()
+    gc.disable()
     try:
-        return ast.parse(source)
-    except SystemError as exc:
-        if "recursion depth mismatch" not in str(exc):
-            raise
-        return ast.parse(source)
+        try:
+            return parse(arg)
+        except SystemError as exc:
+            if "recursion depth mismatch" not in str(exc):
+                raise
+            return parse(arg)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def origin(source: str) -> str:
@@ -120,8 +144,6 @@ def defined_names(source: str) -> list[str]:
 
 def mismatches(source: str) -> list[str]:
     """Return what differs between a shown cell's definitions and the package objects they mirror."""
-    import inspect
-    import textwrap
 
     where = origin(source)
     home = resolve(where)
@@ -131,7 +153,7 @@ def mismatches(source: str) -> list[str]:
         if target is None:
             out.append(f"{node.name} is shown from {where} but {where} has no {node.name}")
             continue
-        package = _definitions(textwrap.dedent(inspect.getsource(target)))
+        package = _definitions(textwrap.dedent(_source_of(target)))
         if not package or _strip(package[0]) != _strip(node):
             out.append(f"{node.name}: the cell and {where}.{node.name} differ (edit both, or show the package's code)")
     return out
@@ -308,14 +330,12 @@ def leaking_solutions(nb: Any) -> list[str]:
 
 def synced(source: str) -> str:
     """Return a shown cell with each definition replaced by the package's current source (comments before it kept)."""
-    import inspect
-    import textwrap
 
     home = resolve(origin(source))
     lines = source.splitlines()
     first = min((n.lineno - 1 - len(n.decorator_list) for n in _definitions(source)), default=len(lines))
     head = "\n".join(lines[:first]).rstrip()
-    bodies = [textwrap.dedent(inspect.getsource(getattr(home, name))).rstrip() for name in defined_names(source)]
+    bodies = [textwrap.dedent(_source_of(getattr(home, name))).rstrip() for name in defined_names(source)]
     return head + "\n" + "\n\n\n".join(bodies) + "\n" if bodies else source
 
 

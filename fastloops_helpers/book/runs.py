@@ -79,7 +79,7 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
                 "says": c.claim,
                 "seed figure": claims.quote(c.name) if c.seed_figure else "",
                 "measured here": value,
-                "95 % interval": f"{ci[0]:.3g} to {ci[1]:.3g}" if ci else "",
+                "measured how": claims.how_measured(ci) if value is not None else "",  # its interval, or "single run"
                 "needs": c.needed(),
                 "notebook": c.notebook,
                 "status": claims.status(c.name, figures, _device(doc) if doc else None),
@@ -100,10 +100,13 @@ def targets(docs: dict[str, dict]) -> pd.DataFrame:
                 "figure": t.figure,
                 "target": t.needed(),
                 "benchmark run": value,
+                "measured how": claims.how_measured(claims.saved_interval(doc["figures"], t.figure))
+                if doc and value is not None
+                else "",
                 "verdict": t.verdict(doc["figures"]) if doc else "not run",
             }
         )
-    return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "verdict"])
+    return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "measured how", "verdict"])
 
 
 def checklist(docs: dict[str, dict]) -> pd.DataFrame:

@@ -6,7 +6,7 @@
 # | **Question** | Which of the seeds' claims hold on this machine, by how much, and what should a fast training loop do first? |
 # | **Seeds** | all |
 # | **GPU** | no: it reads what the other notebooks saved; claims that need a GPU are marked as such |
-# | **Run time** | <!-- run-time --> workshop ~4.9 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~8.1 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Every notebook saves its figures, with the machine, scale and commit they came from, as
 # `results/NN_name.json` (`measure.save_results`). This notebook reads them and prints what they say; it
@@ -75,7 +75,7 @@ print("figure names shared by two notebooks:", len(runs.conflicts(docs)))
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 table = runs.evaluate(docs)
 with pd.option_context("display.max_colwidth", 60, "display.float_format", "{:.3g}".format):
-    display(table[["claim", "seed", "seed figure", "measured here", "needs", "status", "notebook"]])
+    display(table[["claim", "seed", "seed figure", "measured here", "measured how", "needs", "status", "notebook"]])
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # The table has one row per registered claim, and every status is one of the five above (this cell's output

@@ -24,21 +24,32 @@ def _nb(path: Path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_shown_cells_match_the_package(path):
-    """A cell that shows package code (`#@save` or `# shown from`) holds exactly that code, docstrings aside."""
+def test_saved_cells_match_the_package(path):
+    """A `#@save` cell holds exactly the code the package keeps for it, docstrings and comments aside."""
     problems = []
-    for cell in lab_bench.shown_cells(_nb(path)):
+    for cell in lab_bench.saved_cells(_nb(path)):
         problems += lab_bench.mismatches(cell.source)
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_copies_package_code(path):
+    """Package code is rendered with show_code, never pasted: only a `#@save` cell may hold package code."""
+    found = lab_bench.copies(_nb(path))
+    assert not found, f"{path.name}:\n" + "\n".join(found)
+
+
 @pytest.mark.parametrize("path", SHOWS_CODE, ids=lambda p: p.stem)
 def test_notebook_shows_the_code_it_times(path):
-    shown = [name for cell in lab_bench.shown_cells(_nb(path)) for name in lab_bench.defined_names(cell.source)]
-    assert shown, f"{path.name} shows none of the code it times in a `#@save` or `# shown from` cell"
+    nb = _nb(path)
+    saved = lab_bench.saved_cells(nb)
+    rendered = [c for c in nb.cells if c.cell_type == "code" and "show_code(" in c.source]
+    assert saved or rendered, f"{path.name} shows none of the code it times (a `#@save` cell or a show_code call)"
+    leftovers = [c.source.splitlines()[0] for c in nb.cells if c.cell_type == "code" and "__future__" in c.source]
+    assert not leftovers, f"{path.name}: no cell needs `from __future__ import annotations` once nothing is copied"
 
 
-def test_a_shown_cell_that_drifts_is_caught():
+def test_a_saved_cell_that_drifts_is_caught():
     good = inspect.getsource(lab_bench.mismatches)
     cell = "#@save fastloops_helpers.book.lab_bench\n" + good
     assert lab_bench.mismatches(cell) == []
@@ -46,8 +57,22 @@ def test_a_shown_cell_that_drifts_is_caught():
     assert lab_bench.mismatches(reformatted) == []  # docstrings and comments do not count
     drifted = cell.replace("return", "return None or", 1)
     assert lab_bench.mismatches(drifted)
-    unknown = "# shown from fastloops_helpers.book.lab_bench\ndef no_such_function():\n    pass\n"
+    unknown = "#@save fastloops_helpers.book.lab_bench\ndef no_such_function():\n    pass\n"
     assert "no_such_function" in lab_bench.mismatches(unknown)[0]
+
+
+def test_a_pasted_copy_is_caught_renamed_or_not():
+    source = inspect.getsource(lab_bench.mismatches)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(source)]
+    found = lab_bench.copies(nb)
+    assert len(found) == 1 and "cell 1: mismatches copies fastloops_helpers/book/lab_bench.py" in found[0]
+    nb.cells[1].source = source.replace("def mismatches", "def my_mismatches")
+    assert "my_mismatches" in lab_bench.copies(nb)[0]
+    nb.cells[1].source = "#@save fastloops_helpers.book.lab_bench\n" + source  # the cell is the source: allowed
+    assert lab_bench.copies(nb) == []
+    nb.cells[1].source = source.replace("return out", "return sorted(out)")  # the student's own version
+    assert lab_bench.copies(nb) == []
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -121,7 +146,7 @@ def test_the_solution_rules_catch_a_bad_solution():
 
 
 def test_package_paths_resolve():
-    """The package paths the shown cells name import (a renamed module fails here first)."""
+    """The package paths the `#@save` cells name import (a renamed module fails here first)."""
     for path in NOTEBOOKS:
-        for cell in lab_bench.shown_cells(_nb(path)):
+        for cell in lab_bench.saved_cells(_nb(path)):
             assert lab_bench.resolve(lab_bench.origin(cell.source)) is not None

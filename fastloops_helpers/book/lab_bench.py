@@ -1,30 +1,33 @@
 """The rules that make a notebook a lab bench, read from its cells' syntax trees.
 
-- A cell that starts with `#@save fastloops_helpers.MODULE` (the cell is the source the lesson teaches) or
-  `# shown from fastloops_helpers.MODULE[.CLASS]` (the package is the source, e.g. code that runs in a worker
-  process) holds the same functions and classes as the package, docstrings and comments aside.
+- A cell that starts with `#@save fastloops_helpers.MODULE` (the cell is the source the lesson teaches, d2l's
+  one direction: cell to package) holds the same functions and classes as the package, docstrings and comments
+  aside. No other cell holds a copy of package code: a notebook renders it with `book.source.show_code`.
 - The cell tagged `defaults` is the configuration: every name it assigns reaches a measuring call later.
 - Every exercise (a markdown cell after `## Exercises`) is followed by a solution cell that runs.
 
-tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains them.
-`python -m fastloops_helpers.book.lab_bench NOTEBOOK ...` rewrites the shown cells from the package's source
-(after a change in the package; the other direction, a `#@save` cell edited in the notebook, is copied by hand).
+tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains them. An edit to a `#@save`
+cell reaches the package by hand: the tie test fails until it has.
 """
 
 from __future__ import annotations
 
 import ast
+import copy
+import functools
 import gc
 import importlib
 import inspect
 import re
 import textwrap
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-SHOWN = re.compile(r"^\s*#\s*(?:@save|shown from)\s+(fastloops_helpers[\w.]*)")
+SAVED = re.compile(r"^\s*#@save\s+(fastloops_helpers[\w.]*)")
+COPY_MIN_STATEMENTS = 3  # shorter definitions (a one-line property) may coincide without being copies
 DEFAULTS, SOLUTION, UNCOMPARED = "defaults", "solution", "nbval-ignore-output"
 # Calls that measure: into these module families, or the harness functions named here.
 MEASURING_MODULES = (
@@ -93,13 +96,13 @@ def _ast_safe(parse: Callable[[Any], T], arg: Any) -> T:
 
 
 def origin(source: str) -> str:
-    """Return the dotted package path a shown cell names on its first line ("" if it shows none)."""
-    match = SHOWN.match(source.splitlines()[0]) if source.strip() else None
+    """Return the dotted package path a `#@save` cell names on its first line ("" for any other cell)."""
+    match = SAVED.match(source.splitlines()[0]) if source.strip() else None
     return match.group(1) if match else ""
 
 
-def shown_cells(nb: Any) -> list[Any]:
-    """Return the code cells that show package code (`#@save ...` or `# shown from ...`)."""
+def saved_cells(nb: Any) -> list[Any]:
+    """Return the `#@save` code cells: the notebook is the source, the package holds the same code."""
     return [c for c in nb.cells if c.cell_type == "code" and origin(c.source)]
 
 
@@ -143,7 +146,7 @@ def defined_names(source: str) -> list[str]:
 
 
 def mismatches(source: str) -> list[str]:
-    """Return what differs between a shown cell's definitions and the package objects they mirror."""
+    """Return what differs between a `#@save` cell's definitions and the package objects they mirror."""
 
     where = origin(source)
     home = resolve(where)
@@ -151,11 +154,11 @@ def mismatches(source: str) -> list[str]:
     for node in _definitions(source):
         target = getattr(home, node.name, None)
         if target is None:
-            out.append(f"{node.name} is shown from {where} but {where} has no {node.name}")
+            out.append(f"{node.name} is saved to {where} but {where} has no {node.name}")
             continue
         package = _definitions(textwrap.dedent(_source_of(target)))
         if not package or _strip(package[0]) != _strip(node):
-            out.append(f"{node.name}: the cell and {where}.{node.name} differ (edit both, or show the package's code)")
+            out.append(f"{node.name}: the cell and {where}.{node.name} differ (copy the cell's edit into the package)")
     return out
 
 
@@ -328,34 +331,40 @@ def leaking_solutions(nb: Any) -> list[str]:
     return problems
 
 
-def synced(source: str) -> str:
-    """Return a shown cell with each definition replaced by the package's current source (comments before it kept)."""
-
-    home = resolve(origin(source))
-    lines = source.splitlines()
-    first = min((n.lineno - 1 - len(n.decorator_list) for n in _definitions(source)), default=len(lines))
-    head = "\n".join(lines[:first]).rstrip()
-    bodies = [textwrap.dedent(_source_of(getattr(home, name))).rstrip() for name in defined_names(source)]
-    return head + "\n" + "\n\n\n".join(bodies) + "\n" if bodies else source
+def _keys(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) -> list[str]:
+    """Return what identifies a definition as a copy: its tree without docstrings, with and without its name."""
+    if sum(isinstance(n, ast.stmt) for n in ast.walk(node)) <= COPY_MIN_STATEMENTS:
+        return []
+    renamed = copy.copy(node)
+    renamed.name = "_"
+    return [_strip(node), _strip(renamed)]
 
 
-def sync(path: str) -> int:
-    """Rewrite the shown cells of notebook `path` from the package; return how many changed (outputs kept)."""
-    import nbformat
-
-    nb = nbformat.read(path, as_version=4)
-    changed = 0
-    for cell in shown_cells(nb):
-        new = synced(cell.source).rstrip("\n")
-        if new != cell.source:
-            cell.source, changed = new, changed + 1
-    if changed:
-        nbformat.write(nb, path)
-    return changed
+def _all_definitions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef]:
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
-if __name__ == "__main__":
-    import sys
+@functools.cache
+def package_definitions() -> dict[str, str]:
+    """Return {key of every function, method and class in the package: where it is}, for `copies`."""
+    root = Path(__file__).resolve().parents[1]
+    index: dict[str, str] = {}
+    for path in sorted(root.rglob("*.py")):
+        for node in _all_definitions(_parse(path.read_text(encoding="utf-8"))):
+            for key in _keys(node):
+                index.setdefault(key, f"{path.relative_to(root.parent).as_posix()}:{node.lineno} {node.name}")
+    return index
 
-    for name in sys.argv[1:]:
-        print(f"{name}: {sync(name)} shown cell(s) rewritten from the package")
+
+def copies(nb: Any) -> list[str]:
+    """Return the definitions in a notebook's cells (`#@save` cells aside) that copy package code."""
+    index = package_definitions()
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or origin(cell.source):
+            continue
+        for node in _all_definitions(_code(cell)):
+            where = next((index[k] for k in _keys(node) if k in index), "")
+            if where:
+                found.append(f"cell {i}: {node.name} copies {where} (render it with show_code instead)")
+    return found

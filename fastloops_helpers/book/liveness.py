@@ -1,0 +1,244 @@
+"""Is what a notebook shows what it runs? Slow down every function it shows, run it, and see every figure move.
+
+The edited run does what a student would: every function and method defined in a code cell is made twice as
+slow, and at least `SLEEP_S` slower, per call and per stretch between two `yield`s (it sleeps as long as it
+ran, in a `finally` and before each yield), and every package object the notebook renders with
+`show_code(...)` is slowed the same way in the kernel (its code object is replaced, so every
+reference to it, workers forked later included, runs the slow copy). Solution cells are left out of both runs.
+Every timing figure the notebook saves (a duration or a rate, named with its unit) must then move the slow
+way by at least `FACTOR` against an unedited run. A figure that does not move was timed from code the
+notebook does not show.
+
+`python -m fastloops_helpers.book.liveness notebooks/NN_topic.ipynb ...` prints the figures, both runs side by
+side, at the smoke scale; `tests/test_liveness.py` runs it on every timing notebook.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import inspect
+import json
+import os
+import re
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+SLEEP_S = 0.002  # the least a slowed call (or the stretch between two yields) is made to wait
+FACTOR = 1.5  # a duration must grow, a rate shrink, at least this much
+START = "_liveness_t = __import__('time').perf_counter()"
+SLEEP = "__import__('time').sleep(max({s}, __import__('time').perf_counter() - _liveness_t))"
+DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
+RATE = re.compile(r"(?:^|_)per_s(?:_|$)")
+INTERVAL = re.compile(r"_ci_(?:low|high)$")
+SHOW = "show_code"
+
+
+def _parseable(source: str) -> str:
+    """Return `source` with IPython magics and shell lines blanked, line numbers kept."""
+    return "\n".join("#" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+
+
+class _Slowed(ast.NodeTransformer):
+    """Make every function twice as slow, and at least `seconds` slower, per call and per yield."""
+
+    def __init__(self, seconds: float):
+        self.sleep = SLEEP.format(s=seconds)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        self.generic_visit(node)  # nested functions first
+        doc = node.body[:1] if _docstring(node.body[0]) else []
+        body = self._around_yields(node.body[len(doc) :] or [ast.Pass()])
+        node.body = [*doc, *_stmts(START), ast.Try(body=body, handlers=[], orelse=[], finalbody=_stmts(self.sleep))]
+        return node
+
+    visit_AsyncFunctionDef = visit_FunctionDef
+
+    def _around_yields(self, stmts: list[ast.stmt]) -> list[ast.stmt]:
+        """Return `stmts` with each yield statement of this function (not nested ones) slowed and re-timed."""
+        out: list[ast.stmt] = []
+        for stmt in stmts:
+            if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                out.append(stmt)
+                continue
+            if _yields(stmt):
+                out += [*_stmts(self.sleep), stmt, *_stmts(START)]
+                continue
+            for field in ("body", "orelse", "finalbody"):
+                inner = getattr(stmt, field, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(stmt, field, self._around_yields(inner))
+            for part in getattr(stmt, "handlers", []) + getattr(stmt, "cases", []):
+                part.body = self._around_yields(part.body)
+            out.append(stmt)
+        return out
+
+
+def _stmts(source: str) -> list[ast.stmt]:
+    return ast.parse(source).body
+
+
+def _yields(stmt: ast.stmt) -> bool:
+    value = getattr(stmt, "value", None)
+    return isinstance(stmt, (ast.Expr, ast.Assign, ast.AnnAssign)) and isinstance(value, (ast.Yield, ast.YieldFrom))
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value, str)
+
+
+def slowed_source(source: str, seconds: float = SLEEP_S) -> str:
+    """Return a cell's source with every function (methods and nested ones too) slowed; other lines kept."""
+    tree = ast.parse(_parseable(source))
+    lines = source.splitlines()
+    for stmt in reversed(tree.body):
+        if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(stmt)):
+            continue
+        first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+        slowed = ast.fix_missing_locations(_Slowed(seconds).visit(copy.deepcopy(stmt)))
+        lines[first - 1 : stmt.end_lineno] = ast.unparse(slowed).splitlines()
+    return "\n".join(lines)
+
+
+def slow(*objs: Any, seconds: float = SLEEP_S) -> list[str]:
+    """Slow package functions, methods and classes (each method) in place; return what was slowed."""
+    done = []
+    for obj in objs:
+        for func in _targets(obj):
+            _slow_function(func, seconds)
+            done.append(func.__qualname__)
+    return done
+
+
+def _targets(obj: Any) -> list[Any]:
+    """Return the plain functions behind `obj` (a class's own methods, a property's getter, a bound method)."""
+    if inspect.isclass(obj):
+        found = []
+        for value in vars(obj).values():
+            value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
+            if inspect.isfunction(value) and value.__qualname__.startswith(obj.__qualname__ + "."):
+                found.append(value)
+        return found
+    if isinstance(obj, property):
+        return [obj.fget]
+    return [inspect.unwrap(getattr(obj, "__func__", obj))]
+
+
+def _slow_function(func: Any, seconds: float) -> None:
+    """Replace `func.__code__` with a slowed compile of its own source, in its own module's globals."""
+    node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
+    assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    node.decorator_list = []
+    source = ast.unparse(ast.fix_missing_locations(_Slowed(seconds).visit(node)))
+    free = func.__code__.co_freevars  # e.g. __class__ for super(): compile inside a scope that binds them
+    outer = "def __outer__():\n" + "".join(f"    {v} = None\n" for v in free)
+    outer += textwrap.indent(source, "    ") + f"\n    return {node.name}\n"
+    scope: dict[str, Any] = {}
+    exec(compile(outer, inspect.getsourcefile(func) or "<slowed>", "exec"), func.__globals__, scope)
+    func.__code__ = scope["__outer__"]().__code__
+
+
+def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
+    """Return a copy of notebook `nb` as the liveness run executes it: cells slowed, renders slowed, no solutions."""
+    out = copy.deepcopy(nb)
+    cells = []
+    for cell in _without_solutions(out).cells:
+        if cell.cell_type != "code":
+            cells.append(cell)
+            continue
+        cell.source = slowed_source(cell.source, seconds)
+        cells.append(cell)
+        shown = _shown_objects(cell.source)
+        if shown:
+            cells.append(_new_cell(f"__import__('fastloops_helpers.book.liveness').book.liveness.slow({shown})"))
+    out.cells = cells
+    return out
+
+
+def _shown_objects(source: str) -> str:
+    """Return the arguments of every `show_code(...)` call in a cell, joined for one `slow(...)` call."""
+    calls = [n for n in ast.walk(ast.parse(_parseable(source))) if isinstance(n, ast.Call)]
+    return ", ".join(ast.unparse(a) for c in calls if ast.unparse(c.func).endswith(SHOW) for a in c.args)
+
+
+def _new_cell(source: str) -> Any:
+    import nbformat
+
+    return nbformat.v4.new_code_cell(source)
+
+
+def _without_solutions(nb: Any) -> Any:
+    nb.cells = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
+    return nb
+
+
+def run(nb: Any, folder: Path, results: Path) -> dict[str, float]:
+    """Execute `nb` at the smoke scale, unwarped, saving into `results`; return every figure it saved."""
+    from nbclient import NotebookClient
+
+    env = {k: v for k, v in os.environ.items() if k != "FASTLOOPS_WARP"}
+    env |= {"FASTLOOPS_SCALE": "smoke", "FASTLOOPS_RESULTS": str(results)}
+    NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=900,
+        resources={"metadata": {"path": str(folder)}},
+        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
+    ).execute(env=env)
+    figures: dict[str, float] = {}
+    for path in sorted(results.glob("*.json")):
+        figures |= {f"{path.stem}:{k}": v for k, v in json.loads(path.read_text()).get("figures", {}).items()}
+    return figures
+
+
+def timing(name: str) -> str:
+    """Return "duration", "rate" or "" for a figure's name (its unit says which; intervals are left out)."""
+    key = name.split(":")[-1]
+    if INTERVAL.search(key):
+        return ""
+    return "rate" if RATE.search(key) else "duration" if DURATION.search(key) else ""
+
+
+def moves(before: dict[str, float], after: dict[str, float]) -> list[tuple[str, float, float, bool]]:
+    """Return (figure, unedited, slowed, moved) for each timing figure of the unedited run."""
+    rows = []
+    for name, old in before.items():
+        kind = timing(name)
+        if not kind:
+            continue
+        new = after.get(name, float("nan"))
+        moved = new >= old * FACTOR if kind == "duration" else new * FACTOR <= old
+        rows.append((name, old, new, moved))
+    return rows
+
+
+def check(path: str | Path, seconds: float = SLEEP_S) -> list[tuple[str, float, float, bool]]:
+    """Run notebook `path` unedited and slowed (smoke scale); return `moves` of its timing figures."""
+    import nbformat
+
+    path = Path(path).resolve()
+    nb = nbformat.read(path, as_version=4)
+    with tempfile.TemporaryDirectory() as tmp:
+        before = run(_without_solutions(copy.deepcopy(nb)), path.parent, Path(tmp, "unedited"))
+        after = run(edited(nb, seconds), path.parent, Path(tmp, "slowed"))
+    return moves(before, after)
+
+
+def main(paths: list[str]) -> int:
+    """Print each notebook's timing figures, unedited and slowed; return 1 if one did not move."""
+    failed = 0
+    for path in paths:
+        rows = check(path)
+        print(f"{path}: {sum(r[3] for r in rows)} of {len(rows)} timing figures moved (x{FACTOR} or more)")
+        for name, old, new, moved in rows:
+            print(f"  {'moved ' if moved else 'STILL '} {name}: {old:.4g} -> {new:.4g}")
+        failed += not rows or not all(r[3] for r in rows)
+    return int(failed > 0)
+
+
+if __name__ == "__main__":
+    import sys
+
+    raise SystemExit(main(sys.argv[1:]))

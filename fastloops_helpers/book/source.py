@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 FOLD_LINES = 25  # longer listings start folded (click the title to open)
+PRE_STYLE = "font-family: monospace; font-size: 0.9em; line-height: 1.3; margin: 0.3em 0 0.6em 1em"
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,7 @@ def _html(x: Listing) -> str:
     from pygments.formatters import HtmlFormatter
     from pygments.lexers import PythonLexer
 
-    code = highlight(x.source, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True))
+    code = highlight(x.source, PythonLexer(), HtmlFormatter(noclasses=True, nobackground=True, prestyles=PRE_STYLE))
     page = "api/" + x.module.replace(".", "/") + ".html#" + x.qualname
     opened = " open" if x.source.count("\n") <= FOLD_LINES else ""
     return (

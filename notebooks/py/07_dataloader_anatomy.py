@@ -12,12 +12,11 @@
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
 # each worker notes when it fetched and collated each batch and ships those times back inside the batch; the
 # main process notes when it waited, copied and stepped (`fastloops_helpers.measure.timeline`). Every knob is then a
-# change you can see. The code that runs inside each box (the dataset, the collate, the prefetchers' loops) is
-# shown in a cell before it is timed; it lives in the package, because worker processes must import it.
+# change you can see. The code that runs inside each box (the dataset, the collate, the prefetchers' loops) lives in
+# the package, because worker processes must import it; a cell renders it from the objects that run
+# (`show_code`) before it is timed, so an edit to the package shows up, and is timed, at the next run.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import multiprocessing
 import os
 import warnings
@@ -26,14 +25,15 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader, Dataset, default_collate
+from torch.utils.data import DataLoader
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.data import broken
+from fastloops_helpers.book.source import show_code
+from fastloops_helpers.data import broken, jpeg_folder
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
 from fastloops_helpers.experiments import workers
-from fastloops_helpers.load import prefetch
+from fastloops_helpers.load import prefetch, process_prefetch
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
 from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.teach import worker_data
@@ -67,60 +67,16 @@ figures = {}
 #
 # The code being timed: the dataset opens one JPEG per sample, decodes it with Pillow and resizes it. In
 # section 2 the same code runs in worker processes, which import it from the package, so the cells below
-# show the package's code. `make_loader` builds the DataLoader; `timeline.instrument` (off screen, as
-# plumbing) only notes when each fetch and collate ran.
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.jpeg_folder.ImageFolder
-# one sample: runs in every worker process, which imports the class from the package
-def __getitem__(self, index: int) -> tuple[Any, int]:
-    path, label = self.samples[index]
-    image = self.loader(path)
-    if self.transform is not None:
-        image = self.transform(image)
-    return image, label
+# render the package's code from the objects that run (`show_code`). `make_loader` builds the DataLoader;
+# `timeline.instrument` (off screen, as plumbing) only notes when each fetch and collate ran.
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.data.jpeg_folder
-# the dataset's `loader`: the decode, in the worker processes
-def pil_loader(path: str | Path) -> Image.Image:
-    """Decode an image file with Pillow and convert it to RGB (grayscale, CMYK, palette and alpha too)."""
-    with Image.open(path) as img:
-        if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
-            # composite on white, as a viewer would, instead of letting transparent pixels turn black
-            rgba = img.convert("RGBA")
-            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-            return Image.alpha_composite(white, rgba).convert("RGB")
-        return img.convert("RGB")
+# one sample: runs in every worker process, which imports these from the package
+show_code(ImageFolder.__getitem__, jpeg_folder.pil_loader, worker_data.ResizeToTensor)
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.worker_data
-# the dataset's `transform`: runs in the worker processes
-class ResizeToTensor:
-    """Resize a PIL image to `px` x `px` and return it as a uint8 CHW tensor (no torchvision needed)."""
-
-    def __init__(self, px: int) -> None:
-        self.px = px
-
-    def __call__(self, image: Any) -> torch.Tensor:
-        image = image.resize((self.px, self.px))
-        return torch.from_numpy(np.asarray(image).copy()).permute(2, 0, 1)
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.workers
 # the dataset and the loader every section times (workers pickle or inherit what these build)
-def jpeg_dataset(root: str | Path, px: int) -> ImageFolder:
-    """Return the ImageFolder's train split under `root`, decoded and resized to `px` x `px` at every access."""
-    return ImageFolder(Path(root) / "train", transform=ResizeToTensor(px))
-
-
-def make_loader(dataset: Any, num_workers: int, batch_size: int, **kw: Any) -> DataLoader:
-    """Return a DataLoader over `dataset` whose fetches and collates are recorded (`timeline.instrument`)."""
-    data, collate = timeline.instrument(dataset, kw.pop("collate_fn", None))
-    if num_workers == 0:  # DataLoader rejects these without workers
-        kw.pop("prefetch_factor", None)
-        kw.pop("persistent_workers", None)
-    return DataLoader(data, batch_size=batch_size, shuffle=False, num_workers=num_workers, collate_fn=collate, **kw)
+show_code(workers.jpeg_dataset, workers.make_loader)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 dataset = workers.jpeg_dataset(synthetic_imagefolder(), px)  # the scale's synthetic ImageFolder, written once
@@ -142,6 +98,7 @@ fig = timeline.gantt(base_tl, title="num_workers=0: load, then step, never both"
 plots.save(fig, "07_dataloader_anatomy-workers0")
 plt.show()
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # (We run torch with `main_threads` threads in the main process, one by default, as DataLoader does in each
 # worker. With more, the `torch.stack` inside collate splits each copy over intra-op threads, and on a busy
@@ -152,8 +109,18 @@ plt.show()
 # Python runs between the stages, other processes may take the core, and the recording itself costs time,
 # which we measure now: each event costs two clock reads and a list append, and a batch carries about four.
 
+# %% slideshow={"slide_type": "subslide"}
+def record_events(n: int) -> list:
+    """Record `n` events as the timeline records each fetch: two clock reads and a list append."""
+    sink = []
+    for _ in range(n):
+        t0 = measure.now()
+        sink.append(("fetch", t0, measure.now()))
+    return sink
+
+
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-per_event = timeline.record_overhead()
+per_event = measure.median(measure.per_call({"record": lambda: record_events(1000)})["record"]) / 1000
 events_per_batch = len(base_tl.frame()) / max(1, base_tl.frame().batch.max() + 1)
 print(f"recording: {per_event * 1e6:.2f} us per event, {events_per_batch:.1f} events per batch, "
       f"{per_event * len(base_tl.events) / base['wall_s']:.3%} of this epoch")
@@ -290,172 +257,30 @@ _ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's d
 # thread iterates the loader and puts each batch into a queue of `depth` slots; the loop takes them out in
 # order. A stop event lets either side end the epoch early, and an exception travels through the queue.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.prefetch.ThreadPrefetcher
-# the methods on the timed path: start the producer thread, fill the bounded queue, hand batches out in order
-def __iter__(self) -> Iterator[Any]:
-    slots: queue.Queue = queue.Queue(self.depth)
-    stop = threading.Event()
-    thread = threading.Thread(target=self._produce, args=(slots, stop), daemon=True, name="ThreadPrefetcher")
-    thread.start()
-    return self._consume(slots, stop, thread)
+# %% slideshow={"slide_type": "-"}
+# on the timed path: start the producer thread, which fills the bounded queue; hand batches out in order
+show_code(prefetch.ThreadPrefetcher.__iter__, prefetch.ThreadPrefetcher._produce,
+          prefetch.ThreadPrefetcher._consume)
 
-
-def _produce(self, slots: queue.Queue, stop: threading.Event) -> None:
-    it = iter(self.loader)
-    try:
-        for batch in it:
-            if not self._put(slots, stop, (batch, None)):
-                return
-        self._put(slots, stop, (_END, None))
-    except Exception as exc:  # handed to the consumer, which re-raises it in its own thread
-        self._put(slots, stop, (_END, exc))
-    finally:
-        _close(it)  # in this thread: a generator cannot be closed from another while it runs
-
-
-@staticmethod
-def _put(slots: queue.Queue, stop: threading.Event, item: tuple[Any, Any]) -> bool:
-    while not stop.is_set():
-        try:
-            slots.put(item, timeout=0.05)
-            return True
-        except queue.Full:
-            continue
-    return False
-
-
-@staticmethod
-def _consume(slots: queue.Queue, stop: threading.Event, thread: threading.Thread) -> Iterator[Any]:
-    try:
-        while True:
-            batch, error = slots.get()
-            if error is not None:
-                raise error
-            if batch is _END:
-                return
-            yield batch
-    finally:
-        stop.set()
-        thread.join()
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# `ProcessPrefetcher`: the child process runs `_produce`, iterating the loader (and, with slots, copying each
-# batch into a ring of shared buffers); the training process receives a small message per batch, takes the
-# batch out of shared memory and hands the slot back.
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.process_prefetch
-# runs in the prefetcher's child process, which inherits (fork) or imports (spawn) it from the package
-def _produce(loader: Iterable[Any], ready: Any, free: Any, stop: Any, depth: int, use_slots: bool) -> None:
-    """Run in the child: iterate `loader`, stage each batch, send what the parent needs to find it."""
-    # as DataLoader's workers do: an OpenMP pool the parent started does not survive a fork, and a parallel
-    # copy in the child would wait for its threads forever
-    torch.set_num_threads(1)
-    slots: list[list[torch.Tensor]] | None = None
-    try:
-        for batch in loader:
-            if stop.is_set():
-                break
-            leaves, spec = tree_flatten(batch)
-            positions = [i for i, leaf in enumerate(leaves) if isinstance(leaf, torch.Tensor)]
-            tensors = [leaves[i] for i in positions]
-            if use_slots and slots is None and tensors:
-                slots = [[torch.empty_like(t).share_memory_() for t in tensors] for _ in range(depth)]
-                _send(ready, stop, ("slots", slots))
-            if slots is None or not _fits(slots[0], tensors):
-                _send(ready, stop, ("batch", batch))
-                continue
-            slot = _take(free, stop)
-            if slot is None:
-                break
-            sizes = [_fill(buf, t) for buf, t in zip(slots[slot], tensors)]
-            for i in positions:
-                leaves[i] = None
-            _send(ready, stop, ("slot", slot, sizes, positions, leaves, spec))
-        _send(ready, stop, ("end",))
-    except Exception as exc:  # the parent re-raises it; keep the type and message even if it does not pickle
-        _send(ready, stop, ("error", _picklable(exc), traceback.format_exc()))
-    _linger(stop)
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.process_prefetch.ProcessPrefetcher
-# the training process's side: start the child, receive each batch, stop and join the child however the loop ends
-def _iterate(self) -> Iterator[Any]:
-    """Start the child, yield what it sends, and stop and join it however the loop ends."""
-    method = start_method_for(self.start_method)  # forkserver once this process has initialised CUDA
-    ctx = mp.get_context(method)
-    ready, free, stop = ctx.Queue(maxsize=self.depth + 1), ctx.Queue(), ctx.Event()
-    # not a daemon: a daemon may not start processes, and the loader may have workers of its own
-    child = ctx.Process(target=_produce, args=(self.loader, ready, free, stop, self.depth, self.slots),
-                        name="ProcessPrefetcher", daemon=False)
-    _start(child, method)  # after a full collection, the survivors frozen: a forked child never frees them
-    for slot in range(self.depth):  # after the fork: the queue's feeder thread must not be copied into the child
-        free.put(slot)
-    stager = _Stager(self.device) if self.cuda else None
-    try:
-        yield from self._receive_batches(ready, free, child, stager)
-    finally:
-        _shutdown(child, ready, stop)
-        free.close()  # its feeder thread must not outlive the epoch: the next fork would copy it mid-work
-        free.join_thread()
-        if stager is not None:
-            stager.unregister()
-
-def _receive_batches(self, ready: Any, free: Any, child: Any, stager: _Stager | None) -> Iterator[Any]:
-    """Yield each batch the child announces, in order; hand its slot back once the batch is out of it."""
-    slots: list[list[torch.Tensor]] = []
-    count = 0
-    while True:
-        message = _receive(ready, child)
-        kind = message[0]
-        if kind == "end":
-            return
-        if kind == "error":
-            raise _rebuilt(message[1], message[2], count)
-        if kind == "slots":  # the ring of shared buffers, sent once, before the first slotted batch
-            slots = message[1]
-            if stager is not None:
-                stager.register(slots)
-            continue
-        if kind == "batch":  # a batch that does not fit the slots travels as torch's shared tensors
-            batch = message[1] if stager is None else stager.copy(message[1])
-        else:
-            batch = self._from_slot(slots, message, stager)
-            free.put(message[1])
-        yield batch
-        count += 1
-
-
-def _from_slot(self, slots: list[list[torch.Tensor]], message: tuple, stager: _Stager | None) -> Any:
-    _, slot, sizes, positions, leaves, spec = message
-    views = [buf if n is None else buf[:n] for buf, n in zip(slots[slot], sizes)]
-    moved = stager.copy(views) if stager is not None else [v.clone() for v in views]
-    for position, tensor in zip(positions, moved):
-        leaves[position] = tensor
-    return tree_unflatten(leaves, spec)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
-# `CUDAPrefetcher` stages batch i+1 while batch i is in use (apex's pattern): pin it, copy it on a side
-# stream, and before handing it out make the compute stream wait for that copy. Without a GPU its row below
-# is the plain loop.
+# %% [markdown] slideshow={"slide_type": "-"}
+# `ProcessPrefetcher`: the child process runs `_produce`, iterating the loader and copying each batch into a
+# ring of shared buffers (a batch that does not fit travels whole); the training process's
+# `_receive_batches` gets a small message per batch, takes the batch out of shared memory and hands the slot
+# back. Starting and stopping the child, and shipping exceptions, stay in the package.
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.load.prefetch.CUDAPrefetcher
-# the two steps per batch on a GPU: stage on the side stream, then make the compute stream wait for it
-def _stage(self, batch: Any, side: torch.cuda.Stream) -> Any:
-    if self.pin:
-        batch = pin(batch)
-    with torch.cuda.stream(side):
-        return move_to(batch, self.device, non_blocking=True)
+# the child's loop (it inherits or imports it from the package), then the training process's loop
+show_code(process_prefetch._produce, ProcessPrefetcher._receive_batches)
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `CUDAPrefetcher` stages batch i+1 while batch i is in use (apex's pattern, the loop `one_ahead`): pin
+# it, copy it on a side stream, and before handing it out make the compute stream wait for that copy.
+# Without a GPU its row below is the plain loop.
 
-def _ready(self, batch: Any, side: torch.cuda.Stream) -> Any:
-    compute = torch.cuda.current_stream(self.device)
-    compute.wait_stream(side)
-    for t in tensors(batch):
-        t.record_stream(compute)
-    return batch
+# %% slideshow={"slide_type": "-"}
+# one batch ahead: stage on the side stream, then make the compute stream wait for it
+show_code(prefetch.CUDAPrefetcher.__iter__, prefetch.one_ahead, prefetch.CUDAPrefetcher._stage,
+          prefetch.CUDAPrefetcher._ready)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 pre_rows, pre_tls = workers.sweep(dataset, {
@@ -501,34 +326,9 @@ for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
 # the same bytes. So the saving is `(B c + copy) / (c + copy)`: about `B` when the copy is negligible, about 1
 # when the copy dominates. We measure `c` and the copy on their own, then the two paths in a DataLoader.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.worker_data
+# %% slideshow={"slide_type": "-"}
 # the two datasets compared; a DataLoader with workers would run them in worker processes
-class StackedImages(Dataset):
-    """Decoded images held as one uint8 tensor; fetched one sample at a time (`__getitem__`)."""
-
-    def __init__(self, images: torch.Tensor, labels: torch.Tensor) -> None:
-        self.images, self.labels = images, labels
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return self.images[i], self.labels[i]
-
-
-class BatchedStackedImages(StackedImages):
-    """The same, plus `__getitems__`: one gather per batch; pair it with `collate_fn=no_collate`."""
-
-    def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        index = torch.as_tensor(indices)
-        # index_select, not images[index]: advanced indexing of uint8 was much slower (torch 2.13 CPU)
-        return self.images.index_select(0, index), self.labels.index_select(0, index)
-
-
-def no_collate(batch: Any) -> Any:
-    """Return the batch as it is (for datasets whose `__getitems__` already returns a batch)."""
-    return batch
+show_code(worker_data.StackedImages, worker_data.BatchedStackedImages, worker_data.no_collate)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 images = torch.stack([dataset[i][0] for i in range(len(dataset))])
@@ -571,54 +371,9 @@ get_table.round(1)
 # psutil. **Prediction:** beyond the memory any worker holds of its own, the list adds up to one dataset per
 # worker to the total PSS; the array and the memmap add nothing.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.worker_data
+# %% slideshow={"slide_type": "-"}
 # the three ways to hold the same rows; each runs in the worker processes
-class ListRows(Dataset):
-    """Rows held as a Python list of `bytes` objects: each access writes a refcount, so forked pages get copied."""
-
-    def __init__(self, rows: np.ndarray) -> None:
-        self.rows = [r.tobytes() for r in rows]
-        self.dim = rows.shape[1]
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.from_numpy(np.frombuffer(self.rows[i], dtype=np.float32).copy())
-
-
-class ArrayRows(Dataset):
-    """Rows held as one numpy array: one object, one refcount; the data pages are only read, so stay shared."""
-
-    def __init__(self, rows: np.ndarray) -> None:
-        self.rows = np.ascontiguousarray(rows)
-
-    def __len__(self) -> int:
-        return len(self.rows)
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        return torch.from_numpy(self.rows[i].copy())
-
-
-class MemmapRows(Dataset):
-    """Rows read from a raw float32 file through `np.memmap`, opened lazily in each process (page cache shared)."""
-
-    def __init__(self, path: str | Path, dim: int) -> None:
-        self.path, self.dim = str(path), dim
-        self.length = Path(path).stat().st_size // (4 * dim)
-        self._rows: np.memmap | None = None
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getstate__(self) -> dict[str, Any]:
-        return dict(self.__dict__, _rows=None)  # a memmap pickles as a full copy: reopen instead
-
-    def __getitem__(self, i: int) -> torch.Tensor:
-        if self._rows is None:
-            self._rows = np.memmap(self.path, dtype=np.float32, mode="r", shape=(self.length, self.dim))
-        return torch.from_numpy(np.array(self._rows[i]))
+show_code(worker_data.ListRows, worker_data.ArrayRows, worker_data.MemmapRows)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 rows_np = worker_data.make_rows(memory_mb)
@@ -681,33 +436,9 @@ for kind in uss.columns:  # pages the main process owned alone are now shared wi
 # `np.random` is now handled; a `np.random.default_rng` the dataset owns is not. The fix is a `worker_init_fn`
 # that seeds it from the per-worker seed (`worker_data.seed_worker`).
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.worker_data
+# %% slideshow={"slide_type": "-"}
 # the datasets and the worker_init_fn run in the worker processes
-class NoisyIndex(Dataset):
-    """Return (index, a random number) from an RNG the dataset owns: copied as-is into every worker."""
-
-    def __init__(self, n: int, seed: int = 0) -> None:
-        self.n, self.rng = n, np.random.default_rng(seed)
-
-    def __len__(self) -> int:
-        return self.n
-
-    def __getitem__(self, i: int) -> tuple[int, float]:
-        return i, float(self.rng.random())
-
-
-class GlobalNoisyIndex(NoisyIndex):
-    """Return (index, a number from numpy's global RNG), which DataLoader re-seeds in each worker."""
-
-    def __getitem__(self, i: int) -> tuple[int, float]:
-        return i, float(np.random.random())
-
-
-def seed_worker(worker_id: int) -> None:
-    """Give this worker's dataset its own RNG, seeded from the per-worker seed DataLoader chose."""
-    info = get_worker_info()
-    info.dataset.rng = np.random.default_rng(info.seed)
+show_code(worker_data.NoisyIndex, worker_data.GlobalNoisyIndex, worker_data.seed_worker)
 
 # %% slideshow={"slide_type": "subslide"}
 n = 32
@@ -731,64 +462,29 @@ for label, dup in random_rows:
 # says which files were dropped, or that any were.
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.teach.worker_data
 # seed 002's collate (for (image, label) samples); a collate runs in the worker processes
-def collate_drop_none(batch: list[Any]) -> Any:
-    """Seed 002's collate for broken images: keep the (image, label) pairs whose image is not None."""
-    batch = [(image, label) for image, label in batch if image is not None]
-    if len(batch) == 0:
-        return None
-    return default_collate(batch)
+show_code(worker_data.collate_drop_none)
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 image = torch.zeros(3, 4, 4, dtype=torch.uint8)
 seed_batch = worker_data.collate_drop_none([(image, 0), (None, 1), (image, 1)])
 print("seed's collate: 3 samples in, a batch of", len(seed_batch[1]), "out; the dropped one is not named")
 print("all broken:", worker_data.collate_drop_none([(None, 0), (None, 1)]))
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers keep the idea and make it speak. The dataset (`broken.SafeImageFolder`) turns a file it cannot
 # decode into a `Broken(path, reason)` marker and warns with the file name; `broken.collate_drop_broken`
 # collates the good samples and ships the dropped names with the batch (it runs in a worker, so that is the only
 # way back); `broken.BrokenReport` skips all-broken batches and prints the count and names at the end of the
 # epoch.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.broken
+# %% slideshow={"slide_type": "-"}
 # the dataset and the collate run in the worker processes
-class SafeImageFolder(ImageFolder):
-    """An ImageFolder whose undecodable files become `Broken` markers (with a warning) instead of errors."""
+show_code(broken.SafeImageFolder, broken.collate_drop_broken)
 
-    def __getitem__(self, index: int) -> Any:
-        try:
-            return super().__getitem__(index)
-        except DECODE_ERRORS as exc:
-            path = self.samples[index][0]
-            warnings.warn(f"broken sample {path}: {type(exc).__name__}: {exc}", stacklevel=2)
-            return Broken(path, f"{type(exc).__name__}: {exc}")
-
-
-def collate_drop_broken(samples: list[Any]) -> tuple[Any, list[str]]:
-    """Collate the good samples and return (batch or None if all were broken, the dropped file names)."""
-    good = [s for s in samples if not isinstance(s, Broken)]
-    dropped = [s.path for s in samples if isinstance(s, Broken)]
-    return (default_collate(good) if good else None), dropped
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.broken.BrokenReport
+# %% slideshow={"slide_type": "-"}
 # in the training process: wraps the loader, keeps the names, reports at the end of the epoch
-def watch(self, loader: Iterable[tuple[Any, list[str]]]) -> Iterator[Any]:
-    """Yield each non-empty batch of one epoch; at its end, print the report if `verbose`."""
-    self.dropped, self.empty_batches, self.batches = [], 0, 0
-    for batch, dropped in loader:
-        self.dropped += dropped
-        if batch is None:
-            self.empty_batches += 1
-            continue
-        self.batches += 1
-        yield batch
-    if self.verbose:
-        print(self.report())
+show_code(broken.BrokenReport.watch)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 bad_root = write_synthetic_imagefolder(config.data_dir() / "imagefolder-broken-demo", 10, 2, size=64)

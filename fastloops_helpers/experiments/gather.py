@@ -6,7 +6,8 @@ and `python -m fastloops_helpers.book.bench gather` saves.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,30 +33,54 @@ def per_batch(
     return epoch
 
 
-def primitives(x: torch.Tensor) -> dict[str, Callable[[torch.Tensor], object]]:
-    """Return {name: fetch(indices)} for the gather primitives torch and numpy offer."""
-    xn = x.numpy()
-    return {
-        "index_select": lambda i: x.index_select(0, i),
-        "advanced_indexing": lambda i: x[i],
-        "np_take": lambda i: torch.from_numpy(np.take(xn, i.numpy(), axis=0)),
-        "per_row_stack": lambda i: torch.stack([x[j] for j in i.tolist()]),
-    }
+def index_select(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """torch's row gather; on the CPU it splits the rows across torch's threads."""
+    return x.index_select(0, index)
 
 
-def epochs(x: torch.Tensor, batch_size: int) -> dict[str, Callable[[], Any]]:
-    """Return {name: one shuffled epoch} for the helpers' loader and each primitive."""
+def advanced_indexing(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The general path: any index shapes, broadcasting."""
+    return x[index]
+
+
+def np_take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """numpy's row gather, on one thread, over the tensor's own memory (no copy in, none out)."""
+    return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
+
+
+def per_row_stack(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """A Python call per row, then a stack: the per-sample path, for scale."""
+    return torch.stack([x[j] for j in index.tolist()])
+
+
+Gather = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+# the gathers torch and numpy offer (notebook 02 defines them in a `#@save` cell and passes its own)
+PRIMITIVES: dict[str, Gather] = {
+    "index_select": index_select,
+    "advanced_indexing": advanced_indexing,
+    "np_take": np_take,
+    "per_row_stack": per_row_stack,
+}
+
+
+def epochs(
+    x: torch.Tensor, batch_size: int, primitives: Mapping[str, Gather] = PRIMITIVES
+) -> dict[str, Callable[[], Any]]:
+    """Return {name: one shuffled epoch} for the helpers' loader and each primitive `fetch(x, indices)`."""
     found = {"helpers": measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))}
-    return found | {name: per_batch(x, batch_size, fetch) for name, fetch in primitives(x).items()}
+    return found | {name: per_batch(x, batch_size, partial(fetch, x)) for name, fetch in primitives.items()}
 
 
-def compare(n: int, features: int, batch_size: int, rounds: int) -> BenchResult:
+def compare(
+    n: int, features: int, batch_size: int, rounds: int, primitives: Mapping[str, Gather] = PRIMITIVES
+) -> BenchResult:
     """Time shuffled epochs of an n x features float32 matrix per gather, interleaved; return GB/s and ratios.
 
-    Explained in notebooks/02_getitem_cost.ipynb.
+    `primitives` are the gathers timed beside the helpers' loader ({name: fetch(x, indices)}; notebook 02 passes
+    the ones its cell defines). Explained in notebooks/02_getitem_cost.ipynb.
     """
     x = torch.rand(n, features, generator=torch.Generator().manual_seed(0))
-    found = epochs(x, batch_size)
+    found = epochs(x, batch_size, primitives)
     slow = found.pop("per_row_stack")  # a Python call per row: one epoch, for scale
     seconds = measure.interleaved(found, rounds, warmup=1, desc="gather", shuffle=True)
     seconds |= measure.interleaved({"per_row_stack": slow}, 1, warmup=0, desc="per row")
@@ -75,6 +100,9 @@ def compare(n: int, features: int, batch_size: int, rounds: int) -> BenchResult:
     figures = {
         "helpers_gb_per_s": gbps["helpers"],
         "helpers_over_best_primitive": measure.ratio(seconds | best, "helpers", "best"),
+        # the medians behind that ratio: the loader's epoch, and the faster candidate's epoch of each round
+        "helpers_epoch_ms": measure.median(seconds["helpers"]) * 1e3,
+        "best_primitive_epoch_ms": measure.median(best["best"]) * 1e3,
     }
     figures |= {f"{k}_gb_per_s": v for k, v in gbps.items() if k != "helpers"}
     knobs = {

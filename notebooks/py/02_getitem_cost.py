@@ -16,7 +16,7 @@
 # helpers' versions of both.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,12 +26,14 @@ from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.experiments import gather as gather_bench  # `gather` is the helpers' function shown below
+from fastloops_helpers.book.source import show_code
+from fastloops_helpers.experiments import gather as gather_bench  # the gather benchmark (`gather` is rows.gather)
 from fastloops_helpers.experiments import getitem
-from fastloops_helpers.load import rows
+from fastloops_helpers.load import getitems, rows
 from fastloops_helpers.load.batch_loader import BatchLoader
+from fastloops_helpers.load.getitems import (BatchRowDataset, GetItemsMixin, RowDataset, SampleListDataset,
+                                             collate_batch)
 from fastloops_helpers.measure import plots
-from fastloops_helpers.tree import map_leaves
 
 print(config.describe())
 print(measure.hardware_line())
@@ -103,31 +105,13 @@ _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["s
 # and `helpers_gather` (`rows.gather`, the gather `BatchLoader` uses).
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# The helpers' fetch is `rows.gather`, which `BatchLoader` calls for every batch. On the CPU it picks `np.take` or
-# `index_select` (the module-level switch `rows.CPU_GATHER`, whose default `"measure"` lets `BatchLoader` choose
-# per epoch, as the gather section below explains), on a GPU `index_select`:
+# The helpers' fetch is `rows.gather`, which `BatchLoader` calls for every chunk of rows it gathers. On the CPU it
+# picks `np.take` or `index_select` (the module-level switch `rows.CPU_GATHER`, whose default `"measure"` lets
+# `BatchLoader` choose per epoch, as the gather section below explains), on a GPU `index_select`:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.rows
-# the notebook calls the package's `rows.gather` (so do BatchLoader and `helpers_gather`): it reads rows.CPU_GATHER
-def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -> torch.Tensor:
-    """Return the rows `index` of one tensor with `primitive` (default: CPU_GATHER) on the CPU, index_select elsewhere."""
-    if index.device != x.device:
-        index = index.to(x.device)
-    if x.device.type != "cpu":
-        return x.index_select(0, index)
-    primitive = primitive or (CPU_GATHER if CPU_GATHER != "measure" else "numpy")
-    if primitive == "numpy" and x.dim() == 1:
-        # one value per row: np.take would first cast the int32 epoch order to intp (an extra pass over the
-        # index); index_select takes it as it is, and on one thread it does not wait for a busy core
-        with one_thread():
-            return x.index_select(0, index)
-    if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
-        return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
-    if primitive == "advanced":
-        return x[index]
-    return x.index_select(0, index)
-
+# the helpers' fetch: BatchLoader calls it for every chunk of rows (so does `helpers_gather` in the sweep)
+show_code(rows.gather)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 sweep = pd.DataFrame(getitem.sweep(xx, batch_sizes, repeat=repeat, per_sample=per_sample_fetch,
@@ -184,29 +168,46 @@ for bs, row in parts.iterrows():
 # Real rows are wider: Otto has 93 float32 features per row. Gathering 1024 shuffled rows from a 300,000 x 93
 # matrix moves 1024 x 93 x 4 B, about 380 KB, per batch, so the limit is memory bandwidth (notebook 00 measured
 # this machine's copy rate). torch offers two gathers (`index_select` and advanced indexing `x[index]`) and numpy
-# one (`np.take`); the per-row stack is there for scale. These are the candidates the benchmark times:
+# one (`np.take`); the per-row stack is there for scale. The cell below defines the four candidates, and the
+# measurement after it times these functions: edit one and its row of the table moves.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.gather
-# the candidates of `python -m fastloops_helpers.book.bench gather`, whose `compare` the cell after next runs
-def primitives(x: torch.Tensor) -> dict[str, Callable[[torch.Tensor], object]]:
-    """Return {name: fetch(indices)} for the gather primitives torch and numpy offer."""
-    xn = x.numpy()
-    return {
-        "index_select": lambda i: x.index_select(0, i),
-        "advanced_indexing": lambda i: x[i],
-        "np_take": lambda i: torch.from_numpy(np.take(xn, i.numpy(), axis=0)),
-        "per_row_stack": lambda i: torch.stack([x[j] for j in i.tolist()]),
-    }
+#@save fastloops_helpers.experiments.gather
+def index_select(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """torch's row gather; on the CPU it splits the rows across torch's threads."""
+    return x.index_select(0, index)
+
+
+def advanced_indexing(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """The general path: any index shapes, broadcasting."""
+    return x[index]
+
+
+def np_take(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """numpy's row gather, on one thread, over the tensor's own memory (no copy in, none out)."""
+    return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
+
+
+def per_row_stack(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """A Python call per row, then a stack: the per-sample path, for scale."""
+    return torch.stack([x[j] for j in index.tolist()])
 
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# `gather_bench.compare` (the function behind `python -m fastloops_helpers.book.bench gather`) times a shuffled
-# epoch of each primitive, interleaved over rounds in a new order each round, plus `BatchLoader`, whose `gather`
-# (shown in the sweep section) picks `np.take` or `index_select`.
+# `gather_bench.compare` (the function behind `python -m fastloops_helpers.book.bench gather`, which times the
+# package's copy of the cell above) times a shuffled epoch of each primitive the notebook passes it, interleaved over
+# rounds in a new order each round, plus `BatchLoader`. The loader cuts the epoch's permutation into chunks of about
+# 512 KiB of rows and gathers each chunk with `rows.gather` (shown in the sweep section), which picks `np.take` or
+# `index_select`:
+
+# %% slideshow={"slide_type": "-"}
+# BatchLoader's epoch: gather a chunk of rows per call, then cut it into batches (views)
+show_code(BatchLoader._iter_gathered)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-gathers = gather_bench.compare(gather_rows, num_features, gather_batch_size, gather_rounds)
+primitives = {"index_select": index_select, "advanced_indexing": advanced_indexing, "np_take": np_take,
+              "per_row_stack": per_row_stack}  # the cell's gathers: edit one and its row of the table moves
+gathers = gather_bench.compare(gather_rows, num_features, gather_batch_size, gather_rounds, primitives)
 gathers.table().round(3)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
@@ -315,27 +316,8 @@ _ = measure.predicted(f"FD over D per epoch (ceiling: the sweep at batch {near})
 # field).
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.getitems
-# runs in DataLoader worker processes, so the notebook uses the package's classes (imported two cells below)
-class RowDataset(Dataset):
-    """The slide's per-sample `D` for any rows: `__getitem__` returns one row of `data` (tensor, array or dict)."""
-
-    def __init__(self, data: Any) -> None:
-        self.data = rows.to_tensors(data)
-        self.length = rows.num_rows(self.data)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: Any) -> Any:
-        return _index(self.data, index)
-
-
-def _index(data: Any, index: Any) -> Any:
-    if isinstance(index, torch.Tensor) and index.dim() == 1:
-        return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
-    return map_leaves(lambda leaf: leaf[index], data)
-
+# runs in DataLoader worker processes, so it lives in the package: one row, or a batch through rows.take
+show_code(RowDataset, getitems._index)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `BatchRowDataset` is `FD`. Its partner `collate_batch` does what the slide's `lambda x: x` does, but as a
@@ -344,36 +326,8 @@ def _index(data: Any, index: Any) -> Any:
 # samples, and `default_collate` stacks them again (one gather, but still a stack over samples).
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.getitems
-# runs in DataLoader worker processes, so the last line imports the package's classes
-class GetItemsMixin:
-    """Give a Dataset whose `__getitem__` accepts an index tensor a batched `__getitems__`."""
-
-    def __getitems__(self, indices: Sequence[int]) -> Any:
-        return self[torch.as_tensor(indices)]
-
-
-class BatchRowDataset(GetItemsMixin, RowDataset):
-    """`RowDataset` that fetches a whole batch with one `__getitems__` call (the slide's `FD`)."""
-
-
-class SampleListDataset(RowDataset):
-    """`RowDataset` whose `__getitems__` gathers a batch at once but returns a list of samples (as the docs ask)."""
-
-    def __getitems__(self, indices: Sequence[int]) -> list[Any]:
-        return _samples(self[torch.as_tensor(indices)])
-
-
-def _samples(batch: Any) -> list[Any]:
-    return rows.unzip(map_leaves(lambda leaf: rows.Parts(list(leaf.unbind(0))), batch))
-
-
-def collate_batch(batch: Any) -> Any:
-    """Return an already-batched `__getitems__` result unchanged (DataLoader's collate_fn)."""
-    return batch
-
-
-from fastloops_helpers.load.getitems import BatchRowDataset, RowDataset, SampleListDataset, collate_batch
+# runs in DataLoader worker processes, so it lives in the package
+show_code(GetItemsMixin, BatchRowDataset, SampleListDataset, collate_batch)
 
 # %% slideshow={"slide_type": "subslide"}
 ds = BatchRowDataset(torch.arange(10))
@@ -439,9 +393,14 @@ print(f"__getitems__ + collate_batch: {slow / fixed:.0f}x faster than per-sample
 # path, and the best of the other two depends on the cores free at the moment. This run's figures:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-figures = dict(slide, getitems_collate_speedup=slow / fixed, helpers_gb_per_s=gathers.figures["helpers_gb_per_s"],
+slide_ms = slide_epochs.ms_per_epoch
+figures = dict(slide, getitems_collate_speedup=slow / fixed, dataloader_per_sample_epoch_ms=slow,
+               dataloader_getitems_collate_epoch_ms=fixed, helpers_gb_per_s=gathers.figures["helpers_gb_per_s"],
                helpers_over_best_primitive=gathers.figures["helpers_over_best_primitive"],
-               slide_fd_over_d=slide_epochs.ms_per_epoch.iloc[0] / slide_epochs.ms_per_epoch.iloc[1])
+               helpers_epoch_ms=gathers.figures["helpers_epoch_ms"],
+               best_primitive_epoch_ms=gathers.figures["best_primitive_epoch_ms"],
+               slide_fd_over_d=slide_ms.iloc[0] / slide_ms.iloc[1], slide_d_epoch_ms=slide_ms.iloc[0],
+               slide_fd_epoch_ms=slide_ms.iloc[1])
 for key, value in figures.items():
     print(f"{key} = {value:.3g}")
 

@@ -22,8 +22,6 @@
 # 5. where the time goes: a timeline of one stream and `diagnose` on a training step fed by it.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import os
 
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # only loopback is contacted: no usage reports ...
@@ -34,9 +32,11 @@ import pandas as pd
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import store
 from fastloops_helpers.experiments import streaming
 from fastloops_helpers.load import stream
+from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.measure import timeline
 
 pd.set_option("display.width", 200)
@@ -114,146 +114,34 @@ print(pd.DataFrame([{"profile": p.name, "MB/s per connection": p.per_connection_
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Three readers of the same shards
 #
-# The code below is what each reader runs per epoch. WebDataset hands each tar shard's URL to `curl` in a pipe
-# (with two retries, not its default of thirty, each two seconds apart) and groups the tar members into samples; the manifest's
-# sample counts turn a shard that ends early into an error. The pyarrow reader fetches each Parquet shard in one
-# GET, `ahead` shards at once in threads, and parses it in memory. `datasets` streams the same Parquet files with
-# fsspec range requests. The driver (`streaming.reader`) builds these, so they live in the package.
+# The cells below render what two of the readers run per epoch, from the package's objects that run.
+# WebDataset hands each tar shard's URL to `curl` in a pipe (with two retries, not its default of thirty, each
+# two seconds apart) and groups the tar members into samples; the manifest's sample counts turn a shard that ends
+# early into an error. The pyarrow reader fetches each Parquet shard in one GET (`self.fetch`), `ahead` shards at
+# once in threads, and parses it in memory. `datasets` streams the same Parquet files with fsspec range requests
+# (`stream.hf_dataset` is one `load_dataset("parquet", ..., streaming=True)` call). The driver
+# (`streaming.reader`) builds these, so they live in the package.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream
-# the readers the driver builds: WebDataset over curl, one Parquet shard per GET
-def tar_samples(urls: Sequence[str], retries: int = 2, expected: Sequence[int] | None = None) -> Iterator[Sample]:
-    """Yield the samples of WebDataset tar shards fetched with curl (`retries` more tries, 1 s apart)."""
-    wds = require("webdataset", "stream")
+# %% slideshow={"slide_type": "-"}
+show_code(stream.tar_samples)  # WebDataset over curl, the manifest's counts checked
 
-    def reraise(exc: Exception) -> bool:
-        where = next((a for a in exc.args if isinstance(a, str) and a.startswith(("http", "pipe:"))), "?")
-        raise ShardError(f"shard {where.split()[-1]} could not be read ({type(exc).__name__}: {exc.args[0]})") from exc
-
-    pipes = [f"pipe:curl --retry {retries} --retry-delay 1 -f -s -L {u}" for u in urls]
-    seen = dict.fromkeys(urls, 0)
-    for sample in wds.WebDataset(pipes, shardshuffle=False, handler=reraise, empty_check=False):
-        url = sample["__url__"].split()[-1]
-        if "cls" not in sample or "jpg" not in sample:
-            raise ShardError(f"shard {url}: sample {sample.get('__key__')} lacks .jpg or .cls (cut short?)")
-        seen[url] += 1
-        yield {"key": sample["__key__"], "jpg": sample["jpg"], "cls": int(sample["cls"]), "url": url}
-    for url, count, want in zip(urls, seen.values(), expected or []):
-        if count != want:
-            raise ShardError(f"shard {url} held {count} samples, the manifest says {want} (cut short?)")
-
-
-def fetch_parquet(url: str) -> dict[str, list[Any]]:
-    """Return one Parquet shard's columns as lists: one GET for the whole object, parsed in memory."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    try:
-        with DIRECT.open(url, timeout=30) as answer:
-            data = answer.read()
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            raise ShardError(f"shard {url} is missing from the store (listed in the shard list, not served)") from exc
-        raise ShardError(f"shard {url} could not be read (HTTP {exc.code}: {exc.reason})") from exc
-    except Exception as exc:  # refused, reset, cut short: the URL is what the user needs
-        raise ShardError(f"shard {url} could not be read ({type(exc).__name__}: {exc}); "
-                         "is the store running?") from exc
-    try:
-        return pq.read_table(pa.BufferReader(data), columns=["key", "jpg", "cls"]).to_pydict()
-    except Exception as exc:  # pyarrow raises many kinds for a cut or corrupt file
-        raise ShardError(f"shard {url} could not be read ({type(exc).__name__}: {exc}); "
-                         "is the shard complete?") from exc
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream.ParquetStream
-# two methods of the class the driver builds: shards fetched `ahead` in threads, a bad one raised or counted
-def __iter__(self) -> Iterator[Sample]:
-    first_shard, first_sample = self.position
-    with ThreadPoolExecutor(max(self.ahead, 1)) as pool:
-        pending = [pool.submit(self.fetch, u) for u in self.urls[first_shard:first_shard + self.ahead + 1]]
-        for index in range(first_shard, len(self.urls)):
-            table = self._result(pending.pop(0), index)
-            nxt = index + self.ahead + 1
-            if nxt < len(self.urls):
-                pending.append(pool.submit(self.fetch, self.urls[nxt]))
-            start = first_sample if index == first_shard else 0
-            for row in range(start, len(table["key"])):
-                self.position = (index, row + 1)
-                yield {"key": table["key"][row], "jpg": table["jpg"][row], "cls": table["cls"][row]}
-            self.position = (index + 1, 0)
-    self.position = (0, 0)  # a whole epoch read: the next iteration is a new epoch
-
-
-def _result(self, future: Future, index: int) -> dict[str, list[Any]]:
-    try:
-        return future.result()
-    except ShardError:
-        if not self.skip:
-            raise
-        self.lost += self.expected[index] if self.expected else 0
-        return {"key": [], "jpg": [], "cls": []}
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream
-# Hugging Face datasets streaming the same Parquet shards (the driver builds it)
-def hf_dataset(urls: Sequence[str], skip: bool = False) -> Any:
-    """Return `datasets`' streaming IterableDataset over Parquet shards at `urls` (offline: loopback URLs only)."""
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")  # no Hub look-ups: the shards are all it reads
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    datasets = require("datasets", "stream")
-
-    if datasets.logging.get_verbosity() < datasets.logging.ERROR:
-        datasets.logging.set_verbosity_error()
-    datasets.disable_progress_bars()
-    try:
-        return datasets.load_dataset("parquet", data_files={"train": list(urls)}, split="train", streaming=True,
-                                     on_bad_files="skip" if skip else "error")
-    except FileNotFoundError as exc:
-        raise ShardError(f"shard {_url_in(exc, urls) or '?'} is missing from the store ({exc})") from exc
+# %% slideshow={"slide_type": "-"}
+show_code(stream.ParquetStream.__iter__)  # `ahead` shards in flight on threads, one GET each
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Every reader yields samples (a dict of key, JPEG bytes and label). `Batches` turns any of them into what a
 # training step takes: it cuts the stream into batches, decodes each batch's JPEGs on `decode_threads` threads
 # (Pillow releases the GIL while it decodes) with libjpeg's scaled decoding (`draft`), resizes to px x px and
 # stacks a uint8 tensor. With `decode=False` it yields the JPEG sizes instead: the reading alone.
+#
+# The local baseline is notebook 09's memmap of decoded pixels read by notebook 03's `BatchLoader`: each batch is
+# one gather of rows already decoded (`rows.take`), so nothing is fetched or decoded.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream.Batches
-# the batching and decoding every reader's samples go through
-def __iter__(self) -> Iterator[Any]:
-    it = iter(self.samples) if self.limit is None else islice(self.samples, self.limit)
-    with ThreadPoolExecutor(self.threads, thread_name_prefix="decode") as pool:
-        while chunk := list(islice(it, self.batch_size)):
-            yield self._batch(chunk, pool)
+# %% slideshow={"slide_type": "-"}
+show_code(stream.Batches.__iter__, stream.decode_jpeg)  # every reader's samples go through these
 
-
-def _batch(self, chunk: list[Sample], pool: ThreadPoolExecutor) -> Any:
-    from ..measure.clock import now
-
-    start = now()
-    labels = torch.tensor([int(s["cls"]) for s in chunk])
-    if self.decode:
-        images = list(pool.map(lambda s: decode_jpeg(s["jpg"], self.px), chunk))
-        data = (torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2), labels)
-    else:
-        data = (torch.tensor([len(s["jpg"]) for s in chunk]), labels)
-    if self.recorder is None:
-        return data
-    from ..measure.timeline import TimedBatch
-
-    return TimedBatch(data, self.recorder.take() + [("main: decode", "collate", start, now())])
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream
-# the decoder Batches calls on its threads
-def decode_jpeg(data: bytes, px: int) -> np.ndarray:
-    """Decode JPEG bytes to a px x px RGB uint8 array (HWC): DCT-scaled decode (draft), then a resize."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        img.draft("RGB", (px, px))  # libjpeg decodes at 1/2, 1/4 or 1/8 scale when that is still >= px
-        return np.array(img.convert("RGB").resize((px, px), Image.Resampling.BILINEAR))
+# %% slideshow={"slide_type": "-"}
+show_code(streaming.local_loaders, BatchLoader._iter_gathered)  # the local baseline's batches
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A workshop shard holds about 62 JPEGs of about 36 KB: about 2.2 MB. At the same-region profile a
@@ -333,60 +221,14 @@ for r in sweep:
 #
 # A stream cannot permute the whole epoch: it shuffles the shard order, reads one or a few shards at a time, and
 # mixes the samples in a buffer (fill it, then yield a random one and put the next sample in its place). The code
-# below is what the readers use, and what the shuffle-quality figures run on the labels alone (no bytes, no
+# rendered below is what the readers use, and what the shuffle-quality figures run on the labels alone (no bytes, no
 # decoding). The quality measure is notebook 04's: the mean entropy, in bits, of the class mix of each batch.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream
-# the epoch's order: shuffled shards, a few read at once, a buffer
-def shard_order(shards: int, seed: int, epoch: int) -> list[int]:
-    """Return the epoch's order of shard indices: one seeded shuffle, the same on every rank."""
-    return random.Random(f"shards-{seed}-{epoch}").sample(range(shards), shards)
+# %% slideshow={"slide_type": "-"}
+show_code(stream.shard_order, stream.interleave, stream.shuffled)  # the epoch's order
 
-
-def interleave(streams: Sequence[Iterable[Sample]], at_once: int) -> Iterator[Sample]:
-    """Read `at_once` streams (shards) at a time, one sample from each in turn; open the next when one ends."""
-    waiting = iter(streams)
-    open_: list[Iterator[Sample]] = []
-    while True:
-        while len(open_) < at_once and (nxt := next(waiting, None)) is not None:
-            open_.append(iter(nxt))
-        if not open_:
-            return
-        for it in list(open_):
-            sample = next(it, None)
-            if sample is None:
-                open_.remove(it)
-            else:
-                yield sample
-
-
-def shuffled(shards: Sequence[Iterable[Sample]], buffer: int, at_once: int = 1, seed: int = 0,
-             epoch: int = 0) -> ShuffleBuffer:
-    """Return an epoch of `shards`: shard order shuffled, `at_once` shards interleaved, a `buffer`-sample shuffle."""
-    order = shard_order(len(shards), seed, epoch)
-    mixed = ShuffleBuffer(interleave([shards[i] for i in order], at_once), buffer, seed)
-    mixed.set_epoch(epoch)
-    return mixed
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream.ShuffleBuffer
-# the buffer every streaming reader offers in some form
-def __iter__(self) -> Iterator[Sample]:
-    if self.size == 0:
-        yield from self.samples
-        return
-    rng = random.Random(f"{self.seed}-{self.epoch}")
-    buf: list[Sample] = []
-    for sample in self.samples:
-        if len(buf) < self.size:
-            buf.append(sample)
-            continue
-        i = rng.randrange(len(buf))
-        buf[i], sample = sample, buf[i]
-        yield sample
-    rng.shuffle(buf)
-    yield from buf
+# %% slideshow={"slide_type": "-"}
+show_code(stream.ShuffleBuffer.__iter__)  # the buffer every streaming reader offers in some form
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** Ten equal classes in a batch of 64 give at most log2 10 = 3.32 bits; a full shuffle gets a little
@@ -445,17 +287,8 @@ print("shuffle buffer cost:", measure.verdict(cost["ratios"], 1.1, higher_is_bet
 # shards when it can; otherwise every rank reads every shard and keeps one sample in `world_size`. The ranks run in
 # this process, one after the other: the split is what is measured, not the parallelism.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.stream
-# the rank split the driver passes each rank's ParquetStream
-def split_shards(urls: Sequence[str], rank: int, world_size: int) -> list[str]:
-    """Return rank `rank`'s shards: every `world_size`-th one, so each sample is read by exactly one rank."""
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be in [0, {world_size}), got {rank}")
-    if len(urls) % world_size:
-        raise ValueError(f"{len(urls)} shards do not split evenly over {world_size} ranks: ranks would read "
-                         f"different numbers of samples; write a multiple of {world_size} shards")
-    return list(urls[rank::world_size])
+# %% slideshow={"slide_type": "-"}
+show_code(stream.split_shards)  # the rank split the driver passes each rank's ParquetStream
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 rank_rows = streaming.ranks(data, world_size, profile, ahead)

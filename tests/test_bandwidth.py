@@ -44,3 +44,17 @@ def test_checking_ffcv_leaves_torch_threads_alone():
     before = torch.get_num_threads()
     capabilities.check_ffcv()  # importing ffcv sets torch's threads to 1
     assert torch.get_num_threads() == before
+
+
+def test_compare_times_the_copies_it_is_given():
+    calls = []
+
+    def numpy_copy(src, dst):  # notebook 00 passes its cell's functions: those are what is timed
+        calls.append(len(src))
+        bandwidth.numpy_copy(src, dst)
+
+    result = bandwidth.compare([0.25], repeat=1, threads=1, copies={"numpy": numpy_copy})
+    assert [r["library"] for r in result.rows] == ["numpy"]  # the libraries are those given
+    assert calls and set(calls) == {2**18 // 4}  # a float32 buffer of 0.25 MiB, copied by the function given
+    moved, fn = bandwidth.copier(8, "torch")
+    assert moved == 16 and fn.func is bandwidth.torch_copy  # without copies: the package's, read + write counted

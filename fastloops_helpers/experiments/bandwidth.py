@@ -1,11 +1,14 @@
 """Memory copy bandwidth (GB/s, read + write) from cache-sized to RAM-sized buffers.
 
-Explained in notebooks/00_setup.ipynb; notebooks 04 and 05 set their predictions against `copy_bandwidth`.
+Explained in notebooks/00_setup.ipynb, whose `#@save` cell is the source of `torch_copy` and `numpy_copy` (the
+copies timed) and passes them to `compare`; notebooks 04, 05, 06 and 08 set their predictions against
+`copy_bandwidth`, which times the package's.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,16 +21,36 @@ from . import BenchResult
 LIBRARIES = ("torch", "numpy")
 
 
-def copier(nbytes: int, library: str = "torch") -> tuple[int, Callable[[], object]]:
-    """Return (bytes moved per call, fn) where fn copies an `nbytes` float32 buffer into another once."""
+def torch_copy(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Copy `src` into `dst` once: torch splits a large copy over its intra-op threads."""
+    dst.copy_(src)
+
+
+def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
+    """Copy `src` into `dst` once: numpy copies on one thread."""
+    np.copyto(dst, src)
+
+
+COPIES: dict[str, Callable[[Any, Any], object]] = {"torch": torch_copy, "numpy": numpy_copy}
+
+
+def copier(
+    nbytes: int, library: str = "torch", copy: Callable[[Any, Any], object] | None = None
+) -> tuple[int, Callable[[], object]]:
+    """Return (bytes moved per call, fn) where fn copies an `nbytes` float32 buffer of `library` into another once.
+
+    `copy(src, dst)` does the copy (default: the package's `COPIES[library]`; notebook 00 passes its cell's).
+    """
     n = max(nbytes // 4, 1)
+    src: Any
+    dst: Any
     if library == "torch":
         src, dst = torch.rand(n), torch.empty(n)
-        return 2 * n * 4, lambda: dst.copy_(src)  # torch splits a large copy over its intra-op threads
-    if library == "numpy":
-        np_src, np_dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
-        return 2 * n * 4, lambda: np.copyto(np_dst, np_src)  # numpy copies on one thread
-    raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
+    elif library == "numpy":
+        src, dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
+    else:
+        raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
+    return 2 * n * 4, functools.partial(copy or COPIES[library], src, dst)
 
 
 @contextmanager
@@ -44,10 +67,17 @@ def torch_threads(threads: int | None) -> Iterator[int]:
 
 
 def copy_rates(
-    nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None, threads: int | None = None
+    nbytes: int,
+    libraries: tuple[str, ...] = LIBRARIES,
+    repeat: int | None = None,
+    threads: int | None = None,
+    copies: Mapping[str, Callable[[Any, Any], object]] | None = None,
 ) -> dict[str, float]:
-    """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved."""
-    made = {lib: copier(nbytes, lib) for lib in libraries}
+    """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved.
+
+    `copies` gives each library's copy function (default: the package's `COPIES`).
+    """
+    made = {lib: copier(nbytes, lib, (copies or {}).get(lib)) for lib in libraries}
     inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them
     with torch_threads(threads):
         seconds = measure.per_call({lib: fn for lib, (_, fn) in made.items()}, number=inner, repeat=repeat)
@@ -59,12 +89,21 @@ def copy_bandwidth(nbytes: int, library: str = "torch", repeat: int | None = Non
     return copy_rates(nbytes, (library,), repeat, threads)[library]
 
 
-def compare(sizes_mb: list[float], repeat: int, threads: int | None = None) -> BenchResult:
-    """Measure torch and numpy copies at each size; figures: the best rate at the smallest and largest size."""
+def compare(
+    sizes_mb: list[float],
+    repeat: int,
+    threads: int | None = None,
+    copies: Mapping[str, Callable[[Any, Any], object]] | None = None,
+) -> BenchResult:
+    """Measure torch and numpy copies at each size; figures: the best rate at the smallest and largest size.
+
+    `copies` gives {library: copy function} (notebook 00 passes its cell's; default: the package's `COPIES`).
+    """
+    libraries = tuple(copies) if copies else LIBRARIES
     rows: list[dict[str, Any]] = [
         {"size_mb": mb, "library": lib, "gb_per_s": rate}
         for mb in sizes_mb
-        for lib, rate in copy_rates(int(mb * 2**20), repeat=repeat, threads=threads).items()
+        for lib, rate in copy_rates(int(mb * 2**20), libraries, repeat, threads, copies).items()
     ]
     best = {mb: max(r["gb_per_s"] for r in rows if r["size_mb"] == mb) for mb in sizes_mb}
     figures = {"copy_gb_per_s_ram": best[max(sizes_mb)], "copy_gb_per_s_cache": best[min(sizes_mb)]}

@@ -14,15 +14,15 @@
 # machine copies memory.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cell that shows its code
-
 import os
 
+import numpy as np
 import pandas as pd
 import psutil
 import torch
 
 from fastloops_helpers import config, measure
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import capabilities, plots
 
@@ -77,6 +77,7 @@ table
 assert all(c.ok or c.how_to_add for c in found), "a missing part without instructions"
 print(len(found), "parts checked:", ", ".join(c.name for c in found))
 
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## How fast does this machine move memory?
 #
@@ -88,42 +89,35 @@ print(len(found), "parts checked:", ", ".join(c.name for c in found))
 # 5-20 GB/s on a few cores, a whole server socket several times more; a buffer that fits in cache should copy at
 # least 2x faster than one that must come from RAM.
 #
-# The copy being timed is one line per library: torch's `dst.copy_(src)` (split over `threads` intra-op
-# threads when the buffer is large) and numpy's `np.copyto(dst, src)` (one thread). Each copy reads the
-# buffer and writes another, so it moves twice the buffer's bytes. A small buffer copies in microseconds,
-# shorter than a clock read is precise, so each timed round runs many copies and divides.
+# The copy being timed is one line per library, in the cell below: torch's `dst.copy_(src)` (split over
+# `threads` intra-op threads when the buffer is large) and numpy's `np.copyto(dst, src)` (one thread). The
+# measurement receives these two functions, so an edit to the cell is what gets timed; the package keeps the same
+# code (`#@save`) for the later notebooks that time the copy again. Each copy reads the buffer and writes
+# another, so it moves twice the buffer's bytes.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.bandwidth
-# the package's, which notebooks 04, 05, 06 and 08 call for their own predictions
-LIBRARIES = ("torch", "numpy")
+#@save fastloops_helpers.experiments.bandwidth
+def torch_copy(src: torch.Tensor, dst: torch.Tensor) -> None:
+    """Copy `src` into `dst` once: torch splits a large copy over its intra-op threads."""
+    dst.copy_(src)
 
 
-def copier(nbytes: int, library: str = "torch") -> tuple[int, Callable[[], object]]:
-    """Return (bytes moved per call, fn) where fn copies an `nbytes` float32 buffer into another once."""
-    n = max(nbytes // 4, 1)
-    if library == "torch":
-        src, dst = torch.rand(n), torch.empty(n)
-        return 2 * n * 4, lambda: dst.copy_(src)  # torch splits a large copy over its intra-op threads
-    if library == "numpy":
-        np_src, np_dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
-        return 2 * n * 4, lambda: np.copyto(np_dst, np_src)  # numpy copies on one thread
-    raise ValueError(f"library must be one of {LIBRARIES}, got {library!r}")
+def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
+    """Copy `src` into `dst` once: numpy copies on one thread."""
+    np.copyto(dst, src)
 
 
-def copy_rates(
-    nbytes: int, libraries: tuple[str, ...] = LIBRARIES, repeat: int | None = None, threads: int | None = None
-) -> dict[str, float]:
-    """Return {library: GB/s} copying an `nbytes` buffer (read + write counted), libraries interleaved."""
-    made = {lib: copier(nbytes, lib) for lib in libraries}
-    inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them
-    with torch_threads(threads):
-        seconds = measure.per_call({lib: fn for lib, (_, fn) in made.items()}, number=inner, repeat=repeat)
-    return {lib: made[lib][0] / measure.median(seconds[lib]) / 1e9 for lib in libraries}
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# A small buffer copies in microseconds, shorter than a clock read is precise, so each timed round runs many
+# copies and divides. `copier` makes a library's two buffers; `copy_rates` times every library's copy in the same
+# rounds and counts the bytes read and written:
 
+# %% slideshow={"slide_type": "-"}
+show_code(bandwidth.copier, bandwidth.copy_rates)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads)
+copies = {"torch": torch_copy, "numpy": numpy_copy}  # the cell above: what is timed
+bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads, copies)
 bw.table().pivot(index="size_mb", columns="library", values="gb_per_s").round(1)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -138,11 +132,11 @@ _ = measure.predicted("cache copy / RAM copy", 2, float("inf"),
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The figure to remember is `copy_gb_per_s_ram`: the rate at which the machine streams a buffer far larger than
-# its caches. Notebooks 04, 05, 06 and 08 time the same copy (`bandwidth.copy_bandwidth`, the function above) when
-# they run, and set their own predictions against the rate they measure, so a busy moment moves both alike. The
-# RAM estimate misses on a server (more memory channels) or under a neighbour that streams memory too; the cache
-# ratio depends on the cache sizes of this CPU, and at the smoke scale the "RAM" buffer may still partly fit in a
-# large last-level cache.
+# its caches. Notebooks 04, 05, 06 and 08 time the same copy (`bandwidth.copy_bandwidth`, with the package's
+# `torch_copy`) when they run, and set their own predictions against the rate they measure, so a busy moment moves
+# both alike. The RAM estimate misses on a server (more memory channels) or under a neighbour that streams memory
+# too; the cache ratio depends on the cache sizes of this CPU, and at the smoke scale the "RAM" buffer may still
+# partly fit in a large last-level cache.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The scale knob

@@ -54,6 +54,7 @@ def test_images_per_second_counts_images_and_speedups_pick_best_over_best(tiny):
 def test_stage_costs_and_transform_costs_tables(tiny):
     costs = exp.per_image_costs(tiny.folder, "val", 2, n=2, repeat=1)
     assert list(costs["stage"])[0] == "open + decode" and costs["predicted_images_per_s"].is_monotonic_decreasing
+    assert len(costs) == 4 and list(costs["stage"])[1].startswith("precompute")
     table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=3, num_threads=2)
     assert (
         set(table["stage"]) == {"normalise", "crop", "flip", "all three"} and table.attrs["tutorial_over_helpers"] > 0
@@ -137,3 +138,24 @@ def test_head_to_head_times_the_sweeps_best_two_in_rounds(tiny):
     # when the one-process loader is the best memmap loader, it is timed once and serves both ratios
     one_best = exp.head_to_head(tiny, "val", rows[:3], 4, rounds=2)
     assert one_best[exp.ONE_PROCESS] is one_best[exp.BEST_MEMMAP] and len(one_best[exp.BEST_DATALOADER]) == 2
+
+
+def test_the_tutorial_loader_runs_the_transform_it_is_given(tiny):
+    """Notebook 09 passes its cells' own modules: the sweep's tutorial loader must apply them, not the package's."""
+    from fastloops_helpers.teach import tutorial_transforms as tut
+
+    class Counted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.calls, self.inner = 0, tut.InvAffine()
+
+        def forward(self, x):
+            self.calls += 1
+            return self.inner(x)
+
+    given = Counted()
+    assert len(list(exp.tutorial_loader(tiny.val, "val", 4, transform=given))) == given.calls == 2
+    loader = exp.make_loader(tiny, "val", exp.TUTORIAL, 0, 1, 4, tutorial=given)
+    assert len(list(loader)) == 2 and given.calls == 4
+    rows = exp.sweep(tiny, "val", [0], 4, repeat=1, tutorial=given)
+    assert [r["pipeline"] for r in rows].count(exp.TUTORIAL) == 1 and given.calls == 8  # one warm-up, one timed

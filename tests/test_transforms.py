@@ -123,7 +123,7 @@ def test_val_sample_transform_is_precompute_then_normalize():
     tf, img = T.ValSampleTransform(resize=64, crop=56), _photo()
     pre = tf.precompute(img)
     assert pre.dtype == torch.uint8 and pre.shape == (3, 56, 56)
-    assert torch.equal(tf(img), T.normalize(pre))
+    assert torch.equal(tf(img), T.normalize(pre)) and torch.equal(tf.per_epoch(pre), T.normalize(pre))
     resized = np.asarray(img.resize((73, 64), Image.BILINEAR))  # shorter side 64, aspect kept
     ref = _reference_normalize(
         torch.from_numpy(resized.copy()).permute(2, 0, 1)[:, 4:60, 8:64], T.IMAGENET_MEAN, T.IMAGENET_STD, 255.0
@@ -141,6 +141,8 @@ def test_train_sample_transform_equals_the_batched_path_for_the_same_draws():
     batched = T.normalize(T.random_crop(pre.unsqueeze(0), 56, hflip_p=0.5))[0]
     assert one.shape == (3, 56, 56) and one.dtype == torch.float32
     assert torch.equal(one, batched)
+    torch.manual_seed(5)
+    assert torch.equal(tf.per_epoch(pre), one)  # __call__ is precompute, then the per-epoch part
 
 
 def test_the_gpu_gather_path_equals_the_cpu_copy_path():

@@ -111,18 +111,25 @@ def memmap_loader(
     )
 
 
-def tutorial_loader(data: memmap.ImageData, split: str, batch_size: int, device: torch.device | str = "cpu") -> Any:
+def tutorial_loader(
+    data: memmap.ImageData,
+    split: str,
+    batch_size: int,
+    device: torch.device | str = "cpu",
+    transform: torch.nn.Module | None = None,
+) -> Any:
     """Return the tutorial's loader over a memmap: a DataLoader over its tensorclass, `Collate` per batch.
 
-    One process, as in the tutorial; the tensorclass gathers each batch with one indexing call. Train applies the
-    tutorial's normalise, gather crop and masked-fill flip; val only its normalisation, so that every loader of
-    the sweep yields the same normalised floats.
+    One process, as in the tutorial; the tensorclass gathers each batch with one indexing call. `transform` is
+    the tutorial's batched transform, which runs in this process: notebook 09 passes its cells' own modules.
+    By default train applies the tutorial's normalise, gather crop and masked-fill flip
+    (`tutorial_train_transform`) and val only its normalisation (`InvAffine`), so that every loader of the
+    sweep yields the same normalised floats.
     """
     tensorclass = tutorial_transforms.ImageNetData(images=data.images, targets=data.labels, batch_size=[len(data)])  # type: ignore[arg-type, call-arg]
-    if split == "train":
-        transform = tutorial_transforms.tutorial_train_transform(CROP)
-    else:
-        transform = tutorial_transforms.InvAffine()  # type: ignore[assignment]
+    if transform is None:
+        train = split == "train"
+        transform = tutorial_transforms.tutorial_train_transform(CROP) if train else tutorial_transforms.InvAffine()
     collate = tutorial_transforms.Collate(transform, device)
     return DataLoader(tensorclass, batch_size=batch_size, shuffle=split == "train", collate_fn=collate)  # type: ignore[arg-type]
 
@@ -159,8 +166,17 @@ def configurations(workers: list[int]) -> list[tuple[str, int, int]]:
     return configs + [("memmap + DataLoader workers", w, 1) for w in workers if w > 0]
 
 
-def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repeat: int) -> list[dict[str, Any]]:
+def sweep(
+    prep: Prepared,
+    split: str,
+    workers: list[int],
+    batch_size: int,
+    repeat: int,
+    tutorial: torch.nn.Module | None = None,
+) -> list[dict[str, Any]]:
     """Measure every loader configuration of `split`; return one row each.
+
+    `tutorial` is the batched transform of the tutorial's loader (`tutorial_loader`; default the package's).
 
     Configurations run one after another, not interleaved: a persistent worker of one configuration would
     prefetch its next epoch while another configuration's epoch is timed.
@@ -169,7 +185,7 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
     for pipeline, w, threads in measure.progress(configurations(workers), desc=f"{split} loaders"):
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
-            loader = make_loader(prep, split, pipeline, w, threads, batch_size)
+            loader = make_loader(prep, split, pipeline, w, threads, batch_size, tutorial)
             timed = images_per_second(loader, repeat, contender=(split, pipeline, w, threads))
         del loader  # stop persistent workers before the next configuration
         rows.append(
@@ -185,12 +201,23 @@ def sweep(prep: Prepared, split: str, workers: list[int], batch_size: int, repea
     return rows
 
 
-def make_loader(prep: Prepared, split: str, pipeline: str, num_workers: int, num_threads: int, batch_size: int) -> Any:
-    """Return the loader of one sweep configuration (a `configurations` triple) over `split`."""
+def make_loader(
+    prep: Prepared,
+    split: str,
+    pipeline: str,
+    num_workers: int,
+    num_threads: int,
+    batch_size: int,
+    tutorial: torch.nn.Module | None = None,
+) -> Any:
+    """Return the loader of one sweep configuration (a `configurations` triple) over `split`.
+
+    `tutorial` is the tutorial loader's batched transform (default the package's); other pipelines ignore it.
+    """
     if pipeline.startswith("DataLoader"):
         return dataloader(prep.folder, split, batch_size, num_workers)
     if pipeline == TUTORIAL:
-        return tutorial_loader(getattr(prep, split), split, batch_size)
+        return tutorial_loader(getattr(prep, split), split, batch_size, transform=tutorial)
     return memmap_loader(getattr(prep, split), split, batch_size, num_workers, num_threads)
 
 
@@ -285,31 +312,30 @@ def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
 def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repeat: int = 7) -> pd.DataFrame:
     """Time each stage of the per-sample pipeline per image, and the rate each running total predicts.
 
-    Stages: open + decode, resize, the rest of the sample transform (to tensor, crop, flip, normalise),
-    DataLoader's collate (stacking the float images). Explained in notebooks/09_precompute_memmap.ipynb.
+    Stages, each the code the DataLoader + ImageFolder pipeline runs: open + decode (the dataset's loader), the
+    sample transform's `precompute` (resize to tensor; for val also the center crop: what a store keeps), its
+    `per_epoch` part (crop, flip, normalise) and DataLoader's collate (stacking the float images), each on one
+    thread as in a DataLoader worker. Explained in notebooks/09_precompute_memmap.ipynb.
     """
     ds, tf = ImageFolder(folder / split), sample_transform(split)
     paths = [p for p, _ in ds.samples[:n]]
     decoded = [ds.loader(p) for p in paths]
-    size = (RESIZE, RESIZE) if split == "train" else RESIZE  # as the sample transform resizes
-    resized = [transforms.pil_resize(im, size) for im in decoded]
-
-    def rest(im: Any) -> torch.Tensor:  # to tensor, crop (and flip), normalise
-        x = transforms.to_tensor(im)
-        x = transforms.random_crop(x, CROP, 0.5) if split == "train" else transforms.center_crop(x, CROP)
-        return transforms.normalize(x)
-
+    stored = [tf.precompute(im) for im in decoded]
     samples = [tf(im) for im in decoded[:batch_size]]
     stages = {
         "open + decode": (lambda: [ds.loader(p) for p in paths], len(paths)),
-        "resize": (lambda: [transforms.pil_resize(im, size) for im in decoded], len(paths)),
-        "to tensor, crop, flip, normalise": (lambda: [rest(im) for im in resized], len(paths)),
+        "precompute (resize, to uint8 tensor)": (lambda: [tf.precompute(im) for im in decoded], len(paths)),
+        "per epoch (crop, flip, normalise)": (lambda: [tf.per_epoch(x) for x in stored], len(paths)),
         "collate (stack the floats)": (lambda: torch.stack(samples), len(samples)),
     }
-    rows = []
-    for stage, (fn, count) in stages.items():
-        seconds = measure.measure(fn, repeat=repeat, warmup=2, contender=stage)
-        rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
+    rows, threads = [], torch.get_num_threads()
+    torch.set_num_threads(1)  # one thread per stage, as in a DataLoader worker (a busy machine stalls torch's pool)
+    try:
+        for stage, (fn, count) in stages.items():
+            seconds = measure.measure(fn, repeat=repeat, warmup=2, contender=stage)
+            rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
+    finally:
+        torch.set_num_threads(threads)
     table = pd.DataFrame(rows)
     table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()
     return table

@@ -337,11 +337,15 @@ class TrainSampleTransform:
         self.resize, self.crop, self.hflip_p, self.mean, self.std = resize, crop, hflip_p, mean, std
 
     def __call__(self, img: Image.Image) -> Tensor:
-        return normalize(random_crop(self.precompute(img), self.crop, self.hflip_p), self.mean, self.std)
+        return self.per_epoch(self.precompute(img))
 
     def precompute(self, img: Image.Image) -> Tensor:
         """Return the deterministic part (resize to a fixed square) as uint8: what a memmap can store."""
         return to_tensor(pil_resize(img, (self.resize, self.resize)))
+
+    def per_epoch(self, x: Tensor) -> Tensor:
+        """Return the part that every epoch redoes on the precomputed uint8 image: random crop and flip, normalise."""
+        return normalize(random_crop(x, self.crop, self.hflip_p), self.mean, self.std)
 
 
 class ValSampleTransform:
@@ -357,11 +361,15 @@ class ValSampleTransform:
         self.resize, self.crop, self.mean, self.std = resize, crop, mean, std
 
     def __call__(self, img: Image.Image) -> Tensor:
-        return normalize(self.precompute(img), self.mean, self.std)
+        return self.per_epoch(self.precompute(img))
 
     def precompute(self, img: Image.Image) -> Tensor:
         """Return the deterministic part (resize + center crop) as uint8: what a memmap can store."""
         return center_crop(to_tensor(pil_resize(img, self.resize)), self.crop)
+
+    def per_epoch(self, x: Tensor) -> Tensor:
+        """Return the part that every epoch redoes on the precomputed uint8 image: normalise."""
+        return normalize(x, self.mean, self.std)
 
 
 class ResizeCenterCrop:

@@ -14,21 +14,20 @@
 # reads whole batches with one copy and applies the random crop, flip and normalisation to the batch at once.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # annotations stay text: the cells that show package code run as written
-
 import os
 import shutil
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.ticker import NullFormatter
-from tensordict import tensorclass
 from torch import Tensor, nn
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import memmap
 from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder
@@ -83,94 +82,28 @@ for ax, (path, label) in zip(axes, train_set.samples[:: max(1, len(train_set) //
 plt.show()
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Prediction.** One DataLoader process runs every stage of the per-sample pipeline for every image, one after
-# the other, so its rate is one over the sum of the stages' times per image. With a decode of $t_d$ and a resize
-# of $t_r$ alone it is $1 / (t_d + t_r)$: for example 2 ms + 2 ms = 4 ms per image, or 250 images/s. Workers run
-# the same work on several cores, so at most (cores x that rate).
+# **Prediction.** One DataLoader process runs every stage of the per-sample pipeline for every image, one after the
+# other, so its rate is one over the sum of the stages' times per image. With a decode of $t_d$ and a resize (to a
+# uint8 tensor) of $t_r$ alone it is $1 / (t_d + t_r)$: for example 2 ms + 2 ms = 4 ms per image, or 250 images/s.
+# Workers run the same work on several cores, so at most (cores x that rate).
 #
 # The pipeline is the tutorial's, without torchvision: `ImageFolder.__getitem__` decodes one file with Pillow
-# (`pil_loader`) and hands the image to the sample transform, which resizes it, turns it into a uint8 tensor,
-# crops (and for train flips) it and normalises it. `precompute` is the deterministic part that a store can keep.
+# (`pil_loader`) and hands the image to the sample transform, which resizes it, turns it into a uint8 tensor, crops
+# (and for train flips) it and normalises it. `precompute` is the deterministic part that a store can keep,
+# `per_epoch` the part that every epoch redoes. Both run in DataLoader worker processes, which import them, so they
+# live in the package; the two cells below show the package's code, the code that runs.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.jpeg_folder
-# runs in DataLoader worker processes, which import it from the package: the last line binds the package's code
-def pil_loader(path: str | Path) -> Image.Image:
-    """Decode an image file with Pillow and convert it to RGB (grayscale, CMYK, palette and alpha too)."""
-    with Image.open(path) as img:
-        if img.mode in ("RGBA", "LA") or (img.mode == "P" and "transparency" in img.info):
-            # composite on white, as a viewer would, instead of letting transparent pixels turn black
-            rgba = img.convert("RGBA")
-            white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-            return Image.alpha_composite(white, rgba).convert("RGB")
-        return img.convert("RGB")
-
-
-class ImageFolder(torch.utils.data.Dataset):
-    """Read `root/<class>/<image>` as (image, label) pairs, like torchvision's ImageFolder without torchvision."""
-
-    def __init__(self, root: str | Path, transform: Callable[[Any], Any] | None = None,
-                 loader: Callable[[str], Any] = pil_loader) -> None:
-        self.root = Path(root)
-        self.classes = find_classes(self.root)
-        self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
-        self.samples = make_samples(self.root, self.classes)
-        self.targets = [label for _, label in self.samples]
-        self.transform = transform
-        self.loader = loader
-
-    def __len__(self) -> int:
-        return len(self.samples)
-
-    def __getitem__(self, index: int) -> tuple[Any, int]:
-        path, label = self.samples[index]
-        image = self.loader(path)
-        if self.transform is not None:
-            image = self.transform(image)
-        return image, label
-
-    def __repr__(self) -> str:
-        return f"ImageFolder(root={str(self.root)!r}, {len(self)} images, classes={self.classes})"
-
-
-from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader  # the package's, which the workers import
+show_code(pil_loader, ImageFolder.__getitem__)  # DataLoader workers import them from the package
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.transforms
-# runs in DataLoader worker processes, on each decoded image (the notebook uses `transforms.TrainSampleTransform`)
-class TrainSampleTransform:
-    """One PIL image -> resize to (resize, resize), random crop, random flip, normalise (float CHW)."""
-
-    def __init__(self, resize: int = 256, crop: int = 224, hflip_p: float = 0.5,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
-        self.resize, self.crop, self.hflip_p, self.mean, self.std = resize, crop, hflip_p, mean, std
-
-    def __call__(self, img: Image.Image) -> Tensor:
-        return normalize(random_crop(self.precompute(img), self.crop, self.hflip_p), self.mean, self.std)
-
-    def precompute(self, img: Image.Image) -> Tensor:
-        """Return the deterministic part (resize to a fixed square) as uint8: what a memmap can store."""
-        return to_tensor(pil_resize(img, (self.resize, self.resize)))
-
-
-class ValSampleTransform:
-    """One PIL image -> resize the shorter side, center crop, normalise (float CHW)."""
-
-    def __init__(self, resize: int = 256, crop: int = 224,
-                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD) -> None:
-        self.resize, self.crop, self.mean, self.std = resize, crop, mean, std
-
-    def __call__(self, img: Image.Image) -> Tensor:
-        return normalize(self.precompute(img), self.mean, self.std)
-
-    def precompute(self, img: Image.Image) -> Tensor:
-        """Return the deterministic part (resize + center crop) as uint8: what a memmap can store."""
-        return center_crop(to_tensor(pil_resize(img, self.resize)), self.crop)
+show_code(transforms.TrainSampleTransform, transforms.ValSampleTransform)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `imagefolder.per_image_costs` times each stage on its own, one image at a time, and prints the rate that each
-# running total predicts: the first two rows are the estimate from decode and resize alone, the last one adds
-# the rest of the sample transform and the collate.
+# `imagefolder.per_image_costs` times each stage on its own, one image at a time on one thread (as a DataLoader
+# worker runs it), with the code shown above (the dataset's `pil_loader`, the sample transform's `precompute` and
+# `per_epoch`), and prints the rate that each running total predicts: the first two rows are the estimate from
+# decode and resize alone, the last one adds the per-epoch part of the sample transform and the collate.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 costs = imagefolder.per_image_costs(folder, "train", BATCH_SIZE)
@@ -181,34 +114,16 @@ costs.round(3)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Precompute once: the tutorial's tensorclass and three memory-mapped stores
 #
-# The deterministic part of each pipeline runs once and its uint8 result is written to disk:
-# train images resized to 256 x 256 (the random crop must stay random, so it happens later), val images resized
-# and center-cropped to 224 x 224, ready to use. Seed 004 does it with a tensorclass, a dataclass of tensors that
-# indexes like one tensor: `from_dataset` allocates memory-mapped tensors of the full size, locks them with
-# `memmap_()` and fills them batch by batch from a DataLoader over the decoding dataset.
+# The deterministic part of each pipeline runs once and its uint8 result is written to disk: train images resized to
+# 256 x 256 (the random crop must stay random, so it happens later), val images resized and center-cropped to 224 x
+# 224, ready to use. Seed 004 does it with a tensorclass, a dataclass of tensors that indexes like one tensor:
+# `from_dataset` allocates memory-mapped tensors of the full size, locks them with `memmap_()` and fills them batch
+# by batch from a DataLoader over the decoding dataset. Its class holds two fields, `images` (uint8, N x C x H x W)
+# and `targets` (int64, N); its DataLoader may decode in worker processes, so it lives in the package
+# (`teach/tutorial_transforms.py`), shown below:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.tutorial_transforms
-# a DataLoader pickles the tensorclass into its worker processes, which import it from the package
-@tensorclass
-class ImageNetData:
-    """The tutorial's tensorclass: uint8 images (N, C, H, W) and int64 targets (N,), indexable like a Dataset."""
-
-    images: Tensor
-    targets: Tensor
-
-    @classmethod
-    def from_dataset(cls, dataset: Any, prefix: str | None = None, batch_size: int = 64, num_workers: int = 0) -> Any:
-        """Decode every (uint8 image, target) of `dataset` once into memory-mapped tensors; return them."""
-        n, shape = len(dataset), dataset[0][0].squeeze().shape
-        data = cls(images=MemoryMappedTensor.empty((n, *shape), dtype=torch.uint8),
-                   targets=MemoryMappedTensor.empty((n,), dtype=torch.int64), batch_size=[n])
-        data.memmap_(prefix)  # locks the tensorclass: every write below goes to the memory map
-        i = 0
-        for image, target in DataLoader(dataset, batch_size=batch_size, num_workers=num_workers):
-            data[i:i + len(image)] = cls(images=image, targets=target, batch_size=[len(image)])
-            i += len(image)
-        return data
+show_code(tutorial_transforms.ImageNetData.from_dataset)  # its DataLoader may decode in workers
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial passes no folder to `memmap_()`, so its tensors live in shared memory and vanish with the process;
@@ -218,86 +133,10 @@ class ImageNetData:
 # `memmap.load_memmap` maps them back without reading them and refuses files that do not match that JSON.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.memmap
-# the writer decodes in DataLoader worker processes; the stores it writes are what every later loader maps
-@tensorclass
-class ImageData:
-    """A batch or a whole data set of uint8 images (N, C, H, W) and int64 labels (N,)."""
-
-    images: Tensor
-    labels: Tensor
-
-
-def _create_tensordict(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
-    # an expanded zero template costs no memory; memmap_like turns it into empty files of the full size
-    template = ImageData(images=torch.zeros((1, *shape), dtype=torch.uint8).expand(n, *shape),
-                         labels=torch.zeros(1, dtype=torch.int64).expand(n), batch_size=[n])
-    data = template.memmap_like(prefix=str(root))
-    return data.images, data.labels, lambda: None
-
-
-def write_memmap(dataset: Any, root: str | Path, backend: str = "tensordict", batch_size: int = 32,
-                 num_workers: int = 0, key: Mapping[str, Any] | None = None, desc: str = "") -> ImageData:
-    """Write every (uint8 image tensor, label) of `dataset` to memory-mapped files under `root`; return them mapped."""
-    _check_backend(backend)
-    n = len(dataset)
-    if n == 0:
-        raise ValueError("the dataset is empty: nothing to write")
-    first, _ = dataset[0]
-    if not isinstance(first, Tensor) or first.dtype != torch.uint8:
-        raise TypeError(f"dataset items must be (uint8 tensor, label); got a {type(first).__name__} "
-                        f"{getattr(first, 'dtype', '')}: give the dataset a transform that returns uint8 tensors")
-    shape = tuple(first.shape)
-    root = _writable(Path(root))
-    with staged(root) as tmp:  # the previous complete copy stays loadable until this one is whole
-        tmp.mkdir()
-        _fill(dataset, tmp, backend, shape, batch_size, num_workers, desc or f"writing {backend} memmap")
-        meta = {"backend": backend, "n": n, "shape": list(shape), "key": dict(key or {})}
-        (tmp / META).write_text(json.dumps(meta, indent=1))  # the marker last
-    return load_memmap(root)
-
-
-def _fill(dataset: Any, folder: Path, backend: str, shape: tuple[int, ...], batch_size: int,
-          num_workers: int, desc: str) -> None:
-    n = len(dataset)
-    images, labels, flush = _CREATE[backend](folder, n, shape)
-    loader = torch.utils.data.DataLoader(dataset, batch_size=batch_size, num_workers=num_workers)
-    start = 0
-    with progress(None, desc=desc, total=n) as bar:
-        for x, y in loader:
-            if tuple(x.shape[1:]) != shape:
-                raise ValueError(f"image {start} has shape {tuple(x.shape[1:])}, the first had {shape}: "
-                                 f"every image must have the same size (resize or crop in the transform)")
-            images[start:start + len(x)] = x
-            labels[start:start + len(x)] = y
-            start += len(x)
-            bar.update(len(x))
-    flush()
+show_code(memmap.write_memmap, memmap._fill, memmap._create_tensordict)
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.memmap
-# the reader: DataLoader worker processes map the same files again (the page cache is shared)
-def load_memmap(root: str | Path) -> ImageData:
-    """Map the data set in `root` (any backend) without reading it: pages load when a batch touches them."""
-    root = Path(root)
-    meta = read_meta(root)
-    _check_files(root, meta)
-    n, shape, backend = meta["n"], tuple(meta["shape"]), meta["backend"]
-    if backend == "tensordict":
-        data = ImageData.load_memmap(str(root))
-        if tuple(data.images.shape) != (n, *shape):
-            raise ValueError(f"tensordict metadata in {str(root)!r} says {tuple(data.images.shape)}, "
-                             f"{META} says {(n, *shape)}: write the data set again")
-        return data
-    if backend == "numpy":
-        # mode "c" (copy-on-write) gives torch a writable view; nothing is ever written back to the file
-        images = torch.from_numpy(np.memmap(root / FILES[backend][0], np.uint8, mode="c", shape=(n, *shape)))
-        labels = torch.from_numpy(np.memmap(root / FILES[backend][1], np.int64, mode="c", shape=(n,)))
-    else:
-        images = torch.from_file(str(root / FILES[backend][0]), shared=False, size=n * math.prod(shape),
-                                 dtype=torch.uint8).view(n, *shape)
-        labels = torch.from_file(str(root / FILES[backend][1]), shared=False, size=n, dtype=torch.int64)
-    return ImageData(images=images, labels=labels, batch_size=[n])
+show_code(memmap.load_memmap)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial's writer and the helpers' three stores, each writing the val split once and mapping it back:
@@ -367,12 +206,13 @@ print("val:  ", tuple(prep.val.images.shape), prep.val.images.dtype)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Batched transforms
 #
-# Each epoch applies the random part of the augmentation to whole uint8 batches read from the store. The
-# tensordict tutorial writes three batched modules for it: `InvAffine` (subtract a location, divide by a scale,
-# turning the uint8 batch into floats), `RandomCrop` (two `gather` calls with expanded index tensors, rows then
-# columns) and `RandomHFlip` (two `masked_fill`ed copies, one mirrored, added). The two cells below rebuild them
-# (the package keeps the same code in `teach/tutorial_transforms.py`, under names that do not clash with the
-# helpers' `RandomCrop`).
+# Each epoch applies the random part of the augmentation to whole uint8 batches read from the store. The tensordict
+# tutorial writes three batched modules for it: `InvAffine` (subtract a location, divide by a scale, turning the
+# uint8 batch into floats), `RandomCrop` (two `gather` calls with expanded index tensors, rows then columns) and
+# `RandomHFlip` (two `masked_fill`ed copies, one mirrored, added). The two cells below rebuild them, and every
+# measurement of the tutorial's transforms below times these cells' own modules: edit them and the figures follow.
+# `#@save` marks them because the benchmark (`bench imagefolder`) times the same code from
+# `teach/tutorial_transforms.py`, under names that do not clash with the helpers' `RandomCrop`.
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.tutorial_transforms
@@ -447,49 +287,7 @@ def tutorial_train_transform(crop: int, generator: torch.Generator | None = None
 # `num_threads` threads (numpy releases the GIL); on a GPU it is two gathers and one normalisation.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.transforms
-# the collate of the memmap + DataLoader workers pipeline runs it in worker processes (the notebook uses `transforms.`)
-class CropFlipNormalize(nn.Module):
-    """Random crop + random flip + normalise a uint8 batch in one pass per image, over `num_threads` threads."""
-
-    def __init__(self, crop: int | None = None, hflip_p: float = 0.0, mean: Sequence[float] = IMAGENET_MEAN,
-                 std: Sequence[float] = IMAGENET_STD, num_threads: int = 1,
-                 generator: torch.Generator | None = None) -> None:
-        super().__init__()
-        if num_threads < 1:
-            raise ValueError(f"num_threads must be >= 1, got {num_threads}")
-        self.crop, self.hflip_p, self.mean, self.std = crop, hflip_p, tuple(mean), tuple(std)
-        self.num_threads, self.generator = num_threads, generator
-
-    def forward(self, x: Tensor) -> Tensor:
-        _check_image(x)
-        if x.dim() == 3:
-            return self.forward(x.unsqueeze(0))[0]
-        n, _, h, w = x.shape
-        size = self.crop if self.crop is not None else None
-        tops, lefts = crop_offsets(n, h, w, size, self.generator) if size else (torch.zeros(n, dtype=torch.long),) * 2
-        flips = torch.rand(n, generator=self.generator) < self.hflip_p if self.hflip_p > 0 else torch.zeros(n, dtype=torch.bool)
-        if x.device.type != "cpu" or x.dtype not in _NUMPY_OK:
-            cropped = crop(x, tops, lefts, size, flips) if size else torch.where(flips.to(x.device).view(-1, 1, 1, 1), x.flip(-1), x)
-            return normalize(cropped, self.mean, self.std)
-        return self._numpy(x, tops.tolist(), lefts.tolist(), flips.tolist(), size or h, size or w)
-
-    def _numpy(self, x: Tensor, tops: list, lefts: list, flips: list, sh: int, sw: int) -> Tensor:
-        mul, add = _affine(self.mean, self.std, 255.0 if x.dtype == torch.uint8 else 1.0, torch.float32, x.device)
-        src, m, a = x.numpy(), mul.numpy(), add.numpy()
-        out = np.empty((len(src), src.shape[1], sh, sw), dtype=np.float32)
-
-        def work(lo: int, hi: int) -> None:
-            for i in range(lo, hi):
-                window = src[i, :, tops[i]:tops[i] + sh, lefts[i]:lefts[i] + sw]
-                _scale_shift(window[..., ::-1] if flips[i] else window, m, a, out[i])
-
-        bounds = np.linspace(0, len(src), min(self.num_threads, len(src)) + 1).astype(int).tolist()
-        if len(bounds) <= 2:
-            work(0, len(src))
-        else:
-            list(_pool(self.num_threads).map(work, bounds[:-1], bounds[1:]))
-        return torch.from_numpy(out)
+show_code(transforms.CropFlipNormalize.forward, transforms.CropFlipNormalize._numpy)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The draws come in the order `transforms.random_crop` makes them, so a per-sample loop with the same draws gives
@@ -573,122 +371,31 @@ _ = measure.predicted(f"tutorial over helpers, time per image (bytes written: {p
 # flip, normalised): (1) DataLoader over the ImageFolder, per-sample decode and transforms, at several
 # `num_workers`; (2) the tutorial's loader: a DataLoader over its tensorclass in one process, which gathers each
 # batch with one tensorclass indexing call and hands it to its `Collate` module, which applies the batched
-# transforms; (3) the helpers' `BatchLoader` over the memory-mapped fields with the fused transform, in one
-# process, on one thread or split over a few (numpy releases the GIL, so threads use several cores without new
-# processes); (4) DataLoader workers that each gather a whole batch from the memmap (one `__getitems__` call)
-# and transform it in their `collate_fn`.
+# transforms; (3) the helpers' `BatchLoader` over the memory-mapped fields with the fused transform, in one process,
+# on one thread or split over a few (numpy releases the GIL, so threads use several cores without new processes);
+# (4) DataLoader workers that each gather a whole batch from the memmap (one `__getitems__` call) and transform it
+# in their `collate_fn`. The cells below show the package code each runs (DataLoader workers import it from the
+# package); the tutorial's loader applies the transform modules of the cells above.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.teach.tutorial_transforms
-# DataLoader calls it on every batch, in its worker processes when it has some: they import it from the package
-class Collate(nn.Module):
-    """The tutorial's `collate_fn`: take the batch the tensorclass gathered, move it to `device`, transform its images."""
-
-    def __init__(self, transform: nn.Module | None = None, device: torch.device | str | None = None) -> None:
-        super().__init__()
-        self.transform = transform
-        self.device = torch.device(device) if device is not None else None
-
-    def __call__(self, x: ImageNetData) -> ImageNetData:
-        out = x.pin_memory() if self.device is not None and self.device.type == "cuda" else x
-        if self.device is not None:
-            out = out.to(self.device)
-        if self.transform is not None:
-            out.images = self.transform(out.images)
-        return out
+show_code(tutorial_transforms.Collate)
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.memmap
-# runs in DataLoader worker processes: each gathers a whole batch with one call
-class MemmapDataset(torch.utils.data.Dataset):
-    """A map-style Dataset over an ImageData whose `__getitems__` gathers a whole batch with one fast call."""
-
-    def __init__(self, data: ImageData) -> None:
-        self.fields = {"images": data.images, "labels": data.labels}
-
-    def __len__(self) -> int:
-        return len(self.fields["labels"])
-
-    def __getitem__(self, index: int) -> tuple[Tensor, Tensor]:
-        return self.fields["images"][index], self.fields["labels"][index]
-
-    def __getitems__(self, indices: list[int]) -> ImageData:
-        index = torch.as_tensor(indices)
-        batch = rows.take(self.fields, index)
-        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])
+show_code(memmap.MemmapDataset)
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.transforms
-# the collate of the memmap + DataLoader workers pipeline: it runs in the worker processes
-class OnImages(nn.Module):
-    """Apply a batched image transform to a batch's images and return `(images, labels)`."""
-
-    def __init__(self, transform: Callable[[Tensor], Tensor]) -> None:
-        super().__init__()
-        self.transform = transform
-
-    def forward(self, batch: Any) -> tuple[Tensor, Tensor]:
-        if isinstance(batch, Mapping):
-            images, labels = batch["images"], batch["labels"]
-        elif isinstance(batch, (tuple, list)):
-            images, labels = batch
-        else:
-            images, labels = batch.images, batch.labels
-        return self.transform(images), labels
+show_code(transforms.OnImages.forward)
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.imagefolder
-# the sweep builds every loader with these; their datasets and collates run in DataLoader worker processes
-def sample_transform(split: str) -> Any:
-    """Return the per-sample pipeline of `split` (decode-side, for DataLoader + ImageFolder)."""
-    if split == "train":
-        return transforms.TrainSampleTransform(RESIZE, CROP)
-    return transforms.ValSampleTransform(RESIZE, CROP)
-
-
-def dataloader(folder: Path, split: str, batch_size: int, num_workers: int) -> DataLoader:
-    """Return the baseline: DataLoader over ImageFolder with per-sample decoding and transforms."""
-    ds = ImageFolder(folder / split, transform=sample_transform(split))
-    return DataLoader(ds, batch_size=batch_size, shuffle=split == "train", num_workers=num_workers,
-                      persistent_workers=num_workers > 0)
-
-
-def tutorial_loader(data: memmap.ImageData, split: str, batch_size: int, device: torch.device | str = "cpu") -> Any:
-    """Return the tutorial's loader over a memmap: a DataLoader over its tensorclass, `Collate` per batch."""
-    tensorclass = tutorial_transforms.ImageNetData(images=data.images, targets=data.labels, batch_size=[len(data)])
-    if split == "train":
-        transform = tutorial_transforms.tutorial_train_transform(CROP)
-    else:
-        transform = tutorial_transforms.InvAffine()
-    collate = tutorial_transforms.Collate(transform, device)
-    return DataLoader(tensorclass, batch_size=batch_size, shuffle=split == "train", collate_fn=collate)
-
-
-def batch_transform(split: str, num_threads: int = 1) -> transforms.OnImages:
-    """Return the batched transform of `split` for a loader: stored uint8 batch -> (normalised floats, labels)."""
-    train = split == "train"
-    fused = transforms.CropFlipNormalize(CROP if train else None, 0.5 if train else 0.0, num_threads=num_threads)
-    return transforms.OnImages(fused)
-
-
-def memmap_loader(data: memmap.ImageData, split: str, batch_size: int, num_workers: int = 0,
-                  num_threads: int = 1) -> Any:
-    """Return a loader of normalised batches from a memmap: BatchLoader in-process, DataLoader with workers."""
-    if num_workers == 0:
-        # the tensorclass's fields as a dict: BatchLoader gathers them with np.take, or yields views in order
-        fields = {"images": data.images, "labels": data.labels}
-        return BatchLoader(fields, batch_size, shuffle=split == "train", seed=0,
-                           transform=batch_transform(split, num_threads))
-    # each worker gathers a whole batch with one __getitems__ call and transforms it (collate_fn)
-    return DataLoader(memmap.MemmapDataset(data), batch_size=batch_size, shuffle=split == "train",
-                      num_workers=num_workers, collate_fn=batch_transform(split), persistent_workers=True)
+show_code(imagefolder.sample_transform, imagefolder.dataloader, imagefolder.tutorial_loader,
+          imagefolder.batch_transform, imagefolder.memmap_loader)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `imagefolder.sweep` builds each configuration with these functions, runs one untimed epoch, then times
 # `REPEAT` whole epochs (`imagefolder.images_per_second`); the fastest two then go head to head further down:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-train_rows = imagefolder.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT)
+train_rows = imagefolder.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT, tutorial=tutorial_train_transform(CROP))
 train_table = pd.DataFrame(train_rows)
 train_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
@@ -767,23 +474,22 @@ _ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stag
                       1.1 * CORES * predicted_all_stages, best_workers, "images/s", ".0f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The estimate from decode and resize alone leaves out work that every image still pays: turning the resized
-# image into a tensor, the random crop, the flip and the normalisation, then DataLoader's collate, which stacks
-# the float images into one batch. The stage table measures each of them, and the prediction from every stage
-# adds them up. What is left between that prediction and the measured loop is what no stage timing contains:
-# opening each file, the sampler and the per-sample Python calls of the DataLoader, and any other program that
-# shares the cores during the epoch (the stages were timed in short bursts, the epoch runs longer). Workers
-# cannot beat the cores: decoding is CPU work, and more workers than cores only take turns.
+# The estimate from decode and resize alone leaves out work that every image still pays: the random crop, the flip
+# and the normalisation (`per_epoch`), then DataLoader's collate, which stacks the float images into one batch. The
+# stage table measures each of them, and the prediction from every stage adds them up. What is left between that
+# prediction and the measured loop is what no stage timing contains: opening each file, the sampler and the
+# per-sample Python calls of the DataLoader, and any other program that shares the cores during the epoch (the
+# stages were timed in short bursts, the epoch runs longer). Workers cannot beat the cores: decoding is CPU work,
+# and more workers than cores only take turns.
 #
 # The memmap loaders need no decoding, so one process does better than all the decoding workers together. The
 # tutorial's loader and the helpers' one-process loader differ in the gather (tensorclass indexing, which goes
 # through torch's advanced indexing, against one `np.take` per field) and in the transforms (three batched
-# operations against one fused pass); the table shows what each costs here.
-# Workers on top of the memmap loader have a price the decoding pipeline hid: each worker's float batch (four
-# times the bytes of the uint8 crop) is copied once more, into shared memory, to reach the main process; the table
-# shows whether they paid off on this machine. The tutorial measured a batch of 8 with 4 workers on other
-# hardware, and its memmap loader went through `DataLoader` with a `collate_fn` per batch, so only the direction
-# of its gain is comparable.
+# operations against one fused pass); the table shows what each costs here. Workers on top of the memmap loader have
+# a price the decoding pipeline hid: each worker's float batch (four times the bytes of the uint8 crop) is copied
+# once more, into shared memory, to reach the main process; the table shows whether they paid off on this machine.
+# The tutorial measured a batch of 8 with 4 workers on other hardware, and its memmap loader went through
+# `DataLoader` with a `collate_fn` per batch, so only the direction of its gain is comparable.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Val: store the result, not the recipe
@@ -793,7 +499,7 @@ _ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stag
 # only copy is the normalisation's float output.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-val_rows = imagefolder.sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT)
+val_rows = imagefolder.sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT, tutorial=InvAffine())
 val_table = pd.DataFrame(val_rows)
 val_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
@@ -820,7 +526,7 @@ judge("memmap_val_speedup", imagefolder.speedup_ratios(val_rates))
 # %% slideshow={"slide_type": "subslide"}
 dl_batch = next(iter(imagefolder.dataloader(folder, "val", BATCH_SIZE, 0)))
 mm_batch = next(iter(imagefolder.memmap_loader(prep.val, "val", BATCH_SIZE)))
-tut_batch = next(iter(imagefolder.tutorial_loader(prep.val, "val", BATCH_SIZE)))
+tut_batch = next(iter(imagefolder.tutorial_loader(prep.val, "val", BATCH_SIZE, transform=InvAffine())))
 same_val_batches = torch.equal(dl_batch[0], mm_batch[0]) and torch.equal(dl_batch[1], mm_batch[1])
 print("same val batch:", same_val_batches)
 print("the tutorial's InvAffine gives the same floats, to rounding:",
@@ -1010,7 +716,8 @@ from functools import partial
 
 ex1_sizes = (8, 4 * BATCH_SIZE)
 ex1_pipelines = ("DataLoader + ImageFolder", imagefolder.TUTORIAL, imagefolder.ONE_PROCESS)
-ex1_loaders = {(p, b): imagefolder.make_loader(prep, "train", p, 0, 1, b) for p in ex1_pipelines for b in ex1_sizes}
+ex1_loaders = {(p, b): imagefolder.make_loader(prep, "train", p, 0, 1, b, tutorial_train_transform(CROP))
+               for p in ex1_pipelines for b in ex1_sizes}
 ex1_counts = {}  # (pipeline, batch size) -> (batches, images) in one epoch
 
 

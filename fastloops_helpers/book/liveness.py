@@ -9,6 +9,10 @@ Every timing figure the notebook saves (a duration or a rate, named with its uni
 way by at least `FACTOR` against an unedited run. A figure that does not move was timed from code the
 notebook does not show.
 
+Package code that runs in a process the notebook starts afresh (torchrun's ranks) is slowed there too: in the
+slowed run, `slow` lists what it slowed in the environment (`INHERIT`), and that process's main calls
+`slow_inherited()`.
+
 `python -m fastloops_helpers.book.liveness notebooks/NN_topic.ipynb ...` prints the figures, both runs side by
 side, at the smoke scale; `tests/test_liveness.py` runs it on every timing notebook.
 """
@@ -17,10 +21,12 @@ from __future__ import annotations
 
 import ast
 import copy
+import importlib
 import inspect
 import json
 import os
 import re
+import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -34,6 +40,7 @@ DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
 RATE = re.compile(r"(?:^|_)per_s(?:_|$)")
 INTERVAL = re.compile(r"_ci_(?:low|high)$")
 SHOW = "show_code"
+INHERIT = "FASTLOOPS_LIVENESS_SLOWED"  # "module:qualname:seconds;..." slowed in a liveness run's kernel
 
 
 def _parseable(source: str) -> str:
@@ -103,11 +110,36 @@ def slowed_source(source: str, seconds: float = SLEEP_S) -> str:
 
 
 def slow(*objs: Any, seconds: float = SLEEP_S) -> list[str]:
-    """Slow package functions, methods and classes (each method) in place; return what was slowed."""
+    """Slow package functions, methods and classes (each method) in place; return what was slowed.
+
+    In a liveness run (`INHERIT` in the environment), each is also listed there for `slow_inherited`.
+    """
     done = []
     for obj in objs:
         for func in _targets(obj):
             _slow_function(func, seconds)
+            done.append(func.__qualname__)
+            if INHERIT in os.environ:
+                os.environ[INHERIT] += f"{func.__module__}:{func.__qualname__}:{seconds};"
+    return done
+
+
+def slow_inherited() -> list[str]:
+    """Slow what the liveness run's kernel slowed (`INHERIT`), in a process it started; return what was slowed.
+
+    For package code run by `python -m MODULE` (torchrun's ranks): MODULE's own functions are those of
+    `__main__`. Outside a liveness run it does nothing.
+    """
+    main = sys.modules.get("__main__")
+    main_name = getattr(getattr(main, "__spec__", None), "name", None)
+    done = []
+    for entry in filter(None, os.environ.get(INHERIT, "").split(";")):
+        module, qualname, seconds = entry.rsplit(":", 2)
+        obj: Any = main if module == main_name else importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part, None)  # None for a nested function (`<locals>`): not reachable by name
+        for func in _targets(obj) if obj is not None else []:
+            _slow_function(func, float(seconds))
             done.append(func.__qualname__)
     return done
 
@@ -131,13 +163,14 @@ def _slow_function(func: Any, seconds: float) -> None:
     node = ast.parse(textwrap.dedent(inspect.getsource(func))).body[0]
     assert isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
     node.decorator_list = []
+    node.name = "__slowed__"  # not its own name: a recursive function must still find itself in its globals
     source = ast.unparse(ast.fix_missing_locations(_Slowed(seconds).visit(node)))
     free = func.__code__.co_freevars  # e.g. __class__ for super(): compile inside a scope that binds them
     outer = "def __outer__():\n" + "".join(f"    {v} = None\n" for v in free)
-    outer += textwrap.indent(source, "    ") + f"\n    return {node.name}\n"
+    outer += textwrap.indent(source, "    ") + "\n    return __slowed__\n"
     scope: dict[str, Any] = {}
     exec(compile(outer, inspect.getsourcefile(func) or "<slowed>", "exec"), func.__globals__, scope)
-    func.__code__ = scope["__outer__"]().__code__
+    func.__code__ = scope["__outer__"]().__code__.replace(co_name=func.__code__.co_name)
 
 
 def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
@@ -179,7 +212,7 @@ def run(nb: Any, folder: Path, results: Path) -> dict[str, float]:
     from nbclient import NotebookClient
 
     env = {k: v for k, v in os.environ.items() if k != "FASTLOOPS_WARP"}
-    env |= {"FASTLOOPS_SCALE": "smoke", "FASTLOOPS_RESULTS": str(results)}
+    env |= {"FASTLOOPS_SCALE": "smoke", "FASTLOOPS_RESULTS": str(results), INHERIT: ""}
     NotebookClient(
         nb,
         kernel_name="python3",

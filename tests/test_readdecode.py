@@ -42,3 +42,38 @@ def test_numpy_torch_sharing_as_the_seed_says():
     shared, copied = torch.from_numpy(a), torch.tensor(a)
     a[0] = 5
     assert shared[0] == 5 and copied[0] == 0
+
+
+def test_numpy_copy_copies_and_copy_rate_counts_both_buffers():
+    src, dst = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
+    storage.numpy_copy(dst, src)
+    assert dst.tolist() == [0.0, 1.0, 2.0, 3.0]
+    seen = []
+    assert storage.copy_rate(lambda d, s: seen.append((d.nbytes, s.nbytes)), 2**16, repeat=2) > 0
+    assert set(seen) == {(2**16, 2**16)}  # the copy gets two buffers of `nbytes`: read + write are both counted
+
+
+def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
+    """Each factory returns a named function, not a lambda: notebook 08's liveness check slows what it times."""
+    import time
+
+    from fastloops_helpers.book import liveness
+
+    blob = decoders.encode_jpegs(1, 16)[0]
+    original = decoders._pillow.__code__
+    try:
+        liveness.slow(decoders._pillow, seconds=0.05)
+        decode = decoders.find_decoders()[0]["Pillow"]
+        start = time.perf_counter()
+        assert decode(blob).shape == (16, 16, 3)
+        assert time.perf_counter() - start >= 0.05
+    finally:
+        decoders._pillow.__code__ = original
+
+
+def test_copy_parts_times_each_part_of_torch_tensor():
+    from fastloops_helpers.experiments import readdecode
+
+    parts = readdecode.copy_parts(2**16, repeat=2)
+    assert set(parts) == {"torch_tensor", "copy_into_existing", "first_touch_torch", "numpy_array"}
+    assert all(s > 0 for s in parts.values())

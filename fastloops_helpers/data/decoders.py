@@ -1,6 +1,7 @@
 """JPEG decoders that may be installed (Pillow, simplejpeg, PyTurboJPEG, jpeg4py, OpenCV, torchvision), behind one call.
 
-Each decoder takes the bytes of a JPEG file and returns an RGB uint8 array of shape (H, W, 3).
+Each decoder takes the bytes of a JPEG file and returns an RGB uint8 array of shape (H, W, 3). Each factory
+(`_pillow`, ...) returns a named function, not a lambda, so that notebook 08's liveness check slows what it times.
 Explained in notebooks/08_read_and_decode.ipynb.
 """
 
@@ -20,20 +21,30 @@ Decoder = Callable[[bytes], np.ndarray]
 def _pillow() -> Decoder:
     from PIL import Image
 
-    return lambda data: np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+    def decode(data: bytes) -> np.ndarray:
+        return np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
+
+    return decode
 
 
 def _simplejpeg() -> Decoder:
     import simplejpeg
 
-    return lambda data: simplejpeg.decode_jpeg(data, colorspace="RGB")
+    def decode(data: bytes) -> np.ndarray:
+        return simplejpeg.decode_jpeg(data, colorspace="RGB")
+
+    return decode
 
 
 def _turbojpeg() -> Decoder:
     from turbojpeg import TJPF_RGB, TurboJPEG
 
     jpeg = TurboJPEG()  # raises if the system libturbojpeg is missing or too old for this wrapper
-    return lambda data: jpeg.decode(data, pixel_format=TJPF_RGB)
+
+    def decode(data: bytes) -> np.ndarray:
+        return jpeg.decode(data, pixel_format=TJPF_RGB)
+
+    return decode
 
 
 def _jpeg4py() -> Decoder:
@@ -41,7 +52,11 @@ def _jpeg4py() -> Decoder:
 
     if not _jpeg4py_works(jpeg4py):
         raise RuntimeError("jpeg4py cannot load libturbojpeg (apt install libturbojpeg0)")
-    return lambda data: jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
+
+    def decode(data: bytes) -> np.ndarray:
+        return jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
+
+    return decode
 
 
 def _jpeg4py_works(jpeg4py: Any) -> bool:
@@ -53,15 +68,22 @@ def _opencv() -> Decoder:
     import cv2
 
     cv2.setNumThreads(1)  # one image per call: compare single-threaded decoders
-    # imdecode returns None only for bytes that are not an image (shown in notebook 08 as is)
-    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)  # type: ignore[arg-type]
+
+    def decode(data: bytes) -> np.ndarray:
+        bgr = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)  # None only for bytes that are not an image
+        return cv2.cvtColor(bgr, cv2.COLOR_BGR2RGB)  # type: ignore[arg-type]
+
+    return decode
 
 
 def _torchvision() -> Decoder:
     import torch
     from torchvision.io import decode_jpeg
 
-    return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
+    def decode(data: bytes) -> np.ndarray:
+        return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
+
+    return decode
 
 
 CANDIDATES = {

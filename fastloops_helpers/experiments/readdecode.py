@@ -98,19 +98,24 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     """
     a = np.ones(nbytes // 4, np.float32)
     dst = torch.empty(len(a))
+
+    def torch_tensor() -> torch.Tensor:  # the conversion: fresh memory, then the copy
+        return torch.tensor(a)
+
+    def copy_into_existing() -> torch.Tensor:  # the copy alone, into memory written before
+        return dst.copy_(torch.from_numpy(a))
+
+    def first_touch_torch() -> torch.Tensor:  # fresh memory alone, written once: a page fault per page
+        return torch.empty(len(a)).fill_(0)
+
+    def numpy_array() -> np.ndarray:  # numpy's copy, into huge pages where the kernel allows them
+        return np.array(a)
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
     try:
-        s = measure.interleaved(
-            {
-                "torch_tensor": lambda: torch.tensor(a),
-                "copy_into_existing": lambda: dst.copy_(torch.from_numpy(a)),
-                "first_touch_torch": lambda: torch.empty(len(a)).fill_(0),
-                "numpy_array": lambda: np.array(a),
-            },
-            repeat=repeat,
-            warmup=1,
-        )
+        parts = [torch_tensor, copy_into_existing, first_touch_torch, numpy_array]
+        s = measure.interleaved({f.__name__: f for f in parts}, repeat=repeat, warmup=1)
     finally:
         torch.set_num_threads(threads)
     return {name: measure.median(v) for name, v in s.items()}

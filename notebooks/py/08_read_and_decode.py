@@ -13,13 +13,7 @@
 # check the seed's table of which numpy/torch conversions copy and which share memory.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
-import io
-import mmap
-import os
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -27,9 +21,10 @@ import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import decoders, storage
 from fastloops_helpers.data.storage import CHUNK
-from fastloops_helpers.experiments import bandwidth, readdecode
+from fastloops_helpers.experiments import readdecode
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -63,71 +58,24 @@ figures, rows = {}, []
 # page cache and once past it.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.storage
-# the package's reader (tests/test_readdecode.py checks it on a small file); the cell below calls it as storage.*
-def _read_all(fd: int, buf: mmap.mmap) -> int:
-    total = 0
-    while True:
-        n = os.readv(fd, [buf])
-        if n == 0:
-            return total
-        total += n
+show_code(storage._read_all, storage.read_cached, storage.read_cold)
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The copy whose rate predicts the page cache's: numpy's, on one thread, one buffer into another (`copy_rate`
+# times it in rounds and counts the bytes read and written, as notebook 00 does):
 
-def read_cached(path: str | Path, repeat: int = 3, chunk: int = CHUNK) -> float:
-    """Return MB/s (median of `repeat` reads, `chunk` bytes per call) reading `path` after an untimed read cached it."""
-    if chunk < 1:
-        raise ValueError(f"chunk must be >= 1 byte, got {chunk}")
-    buf = mmap.mmap(-1, chunk)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        def read() -> None:
-            os.lseek(fd, 0, os.SEEK_SET)
-            _read_all(fd, buf)
-        return os.fstat(fd).st_size / 2**20 / measure.median(measure.measure(read, repeat=repeat, warmup=1))
-    finally:
-        os.close(fd)
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.data.storage
+def numpy_copy(dst: np.ndarray, src: np.ndarray) -> None:
+    """Copy `src` into `dst` on one thread: numpy's copy, the kind a read from the page cache and torch.save make."""
+    np.copyto(dst, src)
 
-
-def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
-    """Return (MB/s, method) reading `path` past the page cache: O_DIRECT, else dropping its pages first."""
-    buf = mmap.mmap(-1, CHUNK)  # page-aligned, as O_DIRECT requires
-    size_mb = Path(path).stat().st_size / 2**20
-    if hasattr(os, "O_DIRECT"):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECT)
-        except OSError:  # tmpfs and some network or overlay file systems refuse O_DIRECT (EINVAL)
-            fd = -1
-        if fd >= 0:
-            try:
-                def direct() -> None:
-                    os.lseek(fd, 0, os.SEEK_SET)
-                    _read_all(fd, buf)
-                return size_mb / measure.median(measure.measure(direct, repeat=repeat, warmup=0)), "O_DIRECT"
-            except OSError:
-                pass
-            finally:
-                os.close(fd)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        method = "page cache (no way to bypass it here)"
-        if hasattr(os, "posix_fadvise"):
-            method = "posix_fadvise(DONTNEED), then a plain read"
-
-        def dropped_then_read() -> None:  # the drop is timed too: a system call, small beside the read
-            if hasattr(os, "posix_fadvise"):
-                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-            os.lseek(fd, 0, os.SEEK_SET)
-            _read_all(fd, buf)
-        return size_mb / measure.median(measure.measure(dropped_then_read, repeat=repeat, warmup=0)), method
-    finally:
-        os.close(fd)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 path = storage.write_file(config.data_dir() / f"readtest-{file_mb}mb.bin", file_mb)
 cached = storage.read_cached(path, repeat=3)
 cold, method = storage.read_cold(path, repeat=2)
-copy_rate = bandwidth.copy_bandwidth(64 * 2**20, "numpy")  # GB/s, read + write counted, as notebook 00
+copy_rate = storage.copy_rate(numpy_copy, 64 * 2**20)  # GB/s, read + write counted, as notebook 00
 predicted_cached = copy_rate / 2 * 1e3  # MB/s of data read
 print(f"{file_mb} MB file | cold read by: {method}")
 print(f"page cache: {cached:,.0f} MB/s | cold: {cold:,.0f} MB/s | ratio {cached / cold:.1f}x")
@@ -165,60 +113,14 @@ table.round(0)
 # `jpeg.JPEG(img).decode()`. Each decoder takes a JPEG's bytes and returns an RGB array of shape (H, W, 3).
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.decoders
-# the package's table of decoders (`find_decoders` tries each; tests/test_readdecode.py checks their pixels)
-def _pillow() -> Decoder:
-    from PIL import Image
-
-    return lambda data: np.asarray(Image.open(io.BytesIO(data)).convert("RGB"))
-
-
-def _jpeg4py() -> Decoder:
-    import jpeg4py
-
-    if not _jpeg4py_works(jpeg4py):
-        raise RuntimeError("jpeg4py cannot load libturbojpeg (apt install libturbojpeg0)")
-    return lambda data: jpeg4py.JPEG(np.frombuffer(data, np.uint8)).decode()
+show_code(decoders._pillow, decoders._jpeg4py)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Then the other libjpeg-turbo wrappers the helpers try, and the loop that times them: every decoder decodes
 # the same list of JPEGs, one pass each in turn (A B C, A B C, ...), and keeps its best pass.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.decoders
-# the other candidates and the timing loop, from the package (tests/test_readdecode.py checks each decoder)
-def _simplejpeg() -> Decoder:
-    import simplejpeg
-
-    return lambda data: simplejpeg.decode_jpeg(data, colorspace="RGB")
-
-
-def _turbojpeg() -> Decoder:
-    from turbojpeg import TJPF_RGB, TurboJPEG
-
-    jpeg = TurboJPEG()  # raises if the system libturbojpeg is missing or too old for this wrapper
-    return lambda data: jpeg.decode(data, pixel_format=TJPF_RGB)
-
-
-def _opencv() -> Decoder:
-    import cv2
-
-    cv2.setNumThreads(1)  # one image per call: compare single-threaded decoders
-    return lambda data: cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-
-
-def _torchvision() -> Decoder:
-    import torch
-    from torchvision.io import decode_jpeg
-
-    return lambda data: decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
-
-
-def decode_rates(found: dict[str, Decoder], blobs: Sequence[bytes], repeat: int = 3) -> dict[str, float]:
-    """Return {decoder: best pass's images per second}, the decoders' passes interleaved (A B C, A B C, ...)."""
-    passes = {name: (lambda d=decode: [d(b) for b in blobs]) for name, decode in found.items()}
-    seconds = measure.interleaved(passes, repeat=repeat, warmup=1)
-    return {name: len(blobs) / measure.best_of(s) for name, s in seconds.items()}
+show_code(decoders._simplejpeg, decoders._turbojpeg, decoders._opencv, decoders._torchvision, decoders.decode_rates)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 found, missing = decoders.find_decoders()
@@ -306,8 +208,9 @@ copy_table
 # shares. **Prediction:** copying `n` bytes reads `n` and writes `n`, so at the copy rate `r` measured in section 1
 # (counting both) it takes `2 n / r`; the shared view is microseconds, independent of size.
 #
-# `copy_parts` then splits `torch.tensor(a)` into what it does: allocate fresh memory, and copy into it. The
-# cell is the source of the function (the package holds the same code); the notebook times this definition.
+# `copy_parts` then splits `torch.tensor(a)` into what it does: allocate fresh memory, and copy into it. Each part
+# is a function of its own; the cell is the source of `copy_parts` (the package holds the same code), and the
+# notebook times this definition.
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.experiments.readdecode
@@ -315,13 +218,24 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     """Time what `torch.tensor(a)` of an `nbytes` array does, in parts (seconds, one torch thread)."""
     a = np.ones(nbytes // 4, np.float32)
     dst = torch.empty(len(a))
+
+    def torch_tensor() -> torch.Tensor:  # the conversion: fresh memory, then the copy
+        return torch.tensor(a)
+
+    def copy_into_existing() -> torch.Tensor:  # the copy alone, into memory written before
+        return dst.copy_(torch.from_numpy(a))
+
+    def first_touch_torch() -> torch.Tensor:  # fresh memory alone, written once: a page fault per page
+        return torch.empty(len(a)).fill_(0)
+
+    def numpy_array() -> np.ndarray:  # numpy's copy, into huge pages where the kernel allows them
+        return np.array(a)
+
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
     try:
-        s = measure.interleaved({"torch_tensor": lambda: torch.tensor(a),
-                                 "copy_into_existing": lambda: dst.copy_(torch.from_numpy(a)),
-                                 "first_touch_torch": lambda: torch.empty(len(a)).fill_(0),
-                                 "numpy_array": lambda: np.array(a)}, repeat=repeat, warmup=1)
+        parts = [torch_tensor, copy_into_existing, first_touch_torch, numpy_array]
+        s = measure.interleaved({f.__name__: f for f in parts}, repeat=repeat, warmup=1)
     finally:
         torch.set_num_threads(threads)
     return {name: measure.median(v) for name, v in s.items()}
@@ -340,6 +254,7 @@ _ = measure.predicted(f"torch.tensor(a), one thread (2 x {copy_mb} MiB at {copy_
 print(f"its parts: copy into memory touched before {parts['copy_into_existing'] * 1e3:.1f} ms, "
       f"first write to fresh torch memory {parts['first_touch_torch'] * 1e3:.1f} ms; "
       f"np.array(a) {parts['numpy_array'] * 1e3:.1f} ms | transparent huge pages: {readdecode.transparent_hugepages()}")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Where does a copy that misses its prediction lose the time? In the parts printed above. A conversion must
@@ -362,21 +277,32 @@ print(f"its parts: copy into memory touched before {parts['copy_into_existing'] 
 # mode saves a little on a small model (autograd's bookkeeping is small beside the convolutions); compiling
 # saves more where many small operations can be fused, and costs a one-off compile time, printed on its own.
 
+# %% slideshow={"slide_type": "-"}
+def forward(net, x):
+    """One forward pass; autograd records what a backward pass would need."""
+    return net(x)
+
+
+def forward_inference(net, x):
+    """The same pass under inference_mode: no graph, no version counters."""
+    with torch.inference_mode():
+        return net(x)
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 print("torch_tensorrt installed:", __import__("importlib").util.find_spec("torch_tensorrt") is not None,
       "| CUDA GPU:", torch.cuda.is_available())
 model = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 32, 3, padding=1),
                             torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, 10)).eval()
 x = torch.randn(32, 3, 64, 64)
-infer = {"eager, autograd on": lambda: model(x)}
-infer["eager, inference_mode"] = lambda: torch.inference_mode()(model)(x)
+infer = {"eager, autograd on": lambda: forward(model, x), "eager, inference_mode": lambda: forward_inference(model, x)}
 if config.scale() != "smoke":
     compiled = torch.compile(model)
     with torch.inference_mode(), measure.Timer() as build:
         expected, got = model(x), compiled(x)
     measure.show("torch.compile, first call (compile included)", build.seconds)
     assert torch.allclose(expected, got, atol=1e-4)
-    infer["torch.compile, inference_mode"] = lambda: torch.inference_mode()(compiled)(x)
+    infer["torch.compile, inference_mode"] = lambda: forward_inference(compiled, x)
 else:
     print("torch.compile skipped at smoke scale (its one-off compile time would dominate the run); run at workshop to see it")
 inf = measure.summarize({k: measure.measure(f) for k, f in infer.items()}, baseline="eager, autograd on")

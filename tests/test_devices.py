@@ -144,6 +144,11 @@ def test_compare_jax_times_every_way_against_move_to():
     )
     assert [r["method"] for r in rows] == [*bench_devices.JAX_FROM_TORCH, *bench_devices.JAX_FROM_JAX]
     assert all(r["correct"] == "ok" and r["over_move_to"] > 0 for r in rows)
+    baseline = []  # the notebook passes its own move_to cell: the baseline is the function given
+    bench_devices.compare_jax(
+        {}, bench_devices.JAX_FROM_JAX, {"small": 4}, rounds=1, block_ms=0.1, baseline=lambda xs, d: baseline.append(d)
+    )
+    assert baseline and set(baseline) == {"cpu"}
     assert (
         bench_devices.figures([{"leaves": "small", "method": "move_to (helpers)", "over_fastest": 1.0}], rows)[
             "jax_device_put_moves_all"
@@ -225,3 +230,17 @@ def test_pinned_copy_speedup_is_pageable_over_pinned_per_round_with_its_interval
     found = bench_devices.copy_figures(samples)
     assert found["pinned_copy_speedup"] == 2.0
     assert found["pinned_copy_speedup_ci_low"] == 1.0 and found["pinned_copy_speedup_ci_high"] == 4.0
+
+
+def test_the_rendered_walker_can_be_slowed_and_still_recurses():
+    """Notebook 06 renders tree._map, a recursive function: the liveness check slows it, and it must still walk."""
+    from fastloops_helpers import tree
+    from fastloops_helpers.book import liveness
+
+    original = tree._map.__code__
+    try:
+        assert liveness.slow(tree._map, seconds=0.0) == ["_map"]
+        moved = move_to({"a": [torch.ones(1), (torch.zeros(2),)]}, "meta")
+        assert moved["a"][0].device.type == "meta" and moved["a"][1][0].device.type == "meta"
+    finally:
+        tree._map.__code__ = original

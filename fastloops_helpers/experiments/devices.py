@@ -128,8 +128,9 @@ def compare_jax(
     rounds: int,
     block_ms: float,
     make_xs: Callable[[int], Any] = slide_xs,
+    baseline: Callable[[Any, torch.device | str], Any] = move_to,
 ) -> list[dict[str, Any]]:
-    """Time JAX's ways onto its default device, interleaved with `move_to` to the CPU; [] without JAX.
+    """Time JAX's ways onto its default device, interleaved with `baseline` (`move_to`) to the CPU; [] without JAX.
 
     `from_torch` ways get `make_xs(side)` as torch tensors (the conversion is part of their cost), `from_jax`
     ways the same xs converted to JAX arrays beforehand. Each call waits for JAX's asynchronous dispatch.
@@ -149,7 +150,7 @@ def compare_jax(
         jax_xs = jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
         calls = {n: waited(f, xs) for n, f in from_torch.items()}
         calls |= {n: waited(f, jax_xs) for n, f in from_jax.items()}
-        samples = per_call_seconds(calls | {HELPERS: partial(move_to, xs, "cpu")}, rounds, block_ms / 1e3)
+        samples = per_call_seconds(calls | {HELPERS: partial(baseline, xs, "cpu")}, rounds, block_ms / 1e3)
         rows += [
             {
                 "leaves": leaves,

@@ -16,15 +16,16 @@
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import collections
 import dataclasses
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
 import torch
 
-from fastloops_helpers import config, measure
+from fastloops_helpers import config, measure, tree
 from fastloops_helpers.book import claims
-from fastloops_helpers.experiments import bandwidth, devices
+from fastloops_helpers.book.source import show_code
+from fastloops_helpers.data import storage
+from fastloops_helpers.experiments import devices
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -118,21 +119,7 @@ def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) ->
 # and only then the slower `isinstance` tests for namedtuples, other mappings, dataclasses and TensorDicts:
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.tree
-# the walker inside map_leaves, which move_to, the loaders and the prefetchers share
-def _map(fn: Callable[[Any], Any], obj: Any) -> Any:
-    # exact-type checks first: they are the common case and cost less than isinstance chains
-    cls = type(obj)
-    if cls is Tensor:
-        return fn(obj)
-    if cls is dict:
-        return {k: _map(fn, v) for k, v in obj.items()}
-    if cls is list:
-        return [_map(fn, v) for v in obj]
-    if cls is tuple:
-        return tuple([_map(fn, v) for v in obj])
-    return _map_other(fn, obj)
-
+show_code(tree._map)  # the walker inside map_leaves, which move_to, the loaders and the prefetchers share
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # So `move_to` handles dicts and other mappings, lists, tuples, namedtuples, dataclasses (frozen too),
@@ -260,11 +247,15 @@ print(f"move_to over the fastest method: {devices.figures(rows, [])['move_to_ove
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now the prediction for `torch.save`, with this machine's copy rate for a buffer of the size of `xs` (notebook
-# 00's measurement, repeated here with numpy's single-threaded copy, the kind `torch.save` and `torch.load` do):
+# 00's measurement, repeated here with notebook 08's `numpy_copy`: numpy's single-threaded copy, the kind
+# `torch.save` and `torch.load` do):
+
+# %% slideshow={"slide_type": "-"}
+show_code(storage.numpy_copy)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 xs_bytes = sum(t.numel() * t.element_size() for t in [xs["cim"], *xs["pim"], *xs["im"].values()])
-rate = bandwidth.copy_bandwidth(xs_bytes, "numpy", repeat=rounds)  # GB/s, read + write; one thread, as torch.save
+rate = storage.copy_rate(storage.numpy_copy, xs_bytes, repeat=rounds)  # GB/s, read + write; one thread, as torch.save
 save = per_call.loc["torch.save + load(map_location)"]
 predicted_us = save["small"] + 2 * 2 * xs_bytes / (rate * 1e9) * 1e6
 print(f"xs: {xs_bytes / 1e6:.1f} MB; copy rate {rate:.1f} GB/s")
@@ -337,7 +328,7 @@ jax_rows = devices.compare_jax({"torch -> numpy -> jax.device_put": jax_via_nump
                                 "torch -> dlpack -> jax.device_put": jax_via_dlpack},
                                {"jax.device_put (JAX arrays in)": jax_device_put,
                                 "jax.tree_util.tree_map(jax.device_put)": jax_tree_map_device_put},
-                               sides, rounds, block_ms, make_xs=slide_xs)
+                               sides, rounds, block_ms, make_xs=slide_xs, baseline=move_to)
 if jax_rows:
     jax_table = pd.DataFrame(jax_rows).pivot(index=["method", "input"], columns="leaves", values="us_per_call")
     jax_table["large / small"] = jax_table["large"] / jax_table["small"]

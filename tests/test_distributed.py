@@ -100,3 +100,12 @@ def test_throughput_and_figures_read_the_logs():
     figs = distributed.figures(checks, 1e-7, 0.5, 0.501, [speed, single])
     assert figs["ddp_matches_single"] == 1.0 and figs["shards_ok"] == 1.0 and figs["ddp_total_over_single"] == 2.0
     assert distributed.figures(checks, 0.1, 0.5, 0.5, [speed, single])["ddp_matches_single"] == 0.0
+
+
+def test_a_liveness_run_slows_the_ranks_functions_too(tmp_path, monkeypatch):
+    """torchrun's ranks import the package afresh: they slow what the slowed notebook's kernel slowed."""
+    from fastloops_helpers.book import liveness
+
+    monkeypatch.setenv(liveness.INHERIT, "fastloops_helpers.experiments.distributed:train_epoch:0.5;")
+    log = distributed.launch(tmp_path, "helpers", world_size=2, rows=1_001, epochs=1, batch_size=64, reference=True)
+    assert log[0]["epochs"][0]["seconds"] >= 0.5  # train_epoch slept at least 0.5 s inside the timed epoch

@@ -27,6 +27,7 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from .. import config, measure
+from ..book.liveness import slow_inherited
 from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
 from ..models import MLP
@@ -362,6 +363,7 @@ def run(scale: str) -> BenchResult:
 
 def main(argv: list[str] | None = None) -> int:
     """Initialise the process group when launched by torchrun, train, and write this rank's log."""
+    slow_inherited()  # a liveness run's slowed notebook slows this process's functions as it slowed its own
     args = parse(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if "RANK" in os.environ and not args.reference:

@@ -19,8 +19,6 @@
 # `torchrun --standalone --nproc_per_node=2` and reads what the ranks logged.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the shown cells' type hints stay unevaluated, as in the package
-
 import os
 import tempfile
 from pathlib import Path
@@ -28,8 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from fastloops_helpers import config, measure
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import distributed
 from fastloops_helpers.measure import plots
 from fastloops_helpers.models import MLP
@@ -53,28 +53,11 @@ seed = 0                                    # the ranks' common permutation and 
 # (`seed`, epoch), the same on every rank, pads it to a multiple of `world_size`, and keeps every
 # `world_size`-th index from position `rank`. The helpers' `BatchLoader(rank=r, world_size=W)` applies the same
 # rule to its own permutation and gathers each batch with one indexing call instead of one `__getitem__` per row.
-# These functions run inside the torchrun processes, so they live in the package; the cells show them.
+# These functions run inside the torchrun processes, so they live in the package; the cell below renders them
+# from it.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.distributed
-# runs in the torchrun processes: PyTorch's sharding first, then the helpers'
-def sampler_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
-                    epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Yield this rank's batches of `epoch`: DataLoader + DistributedSampler, PyTorch's usual way."""
-    ds = TensorDataset(train["X"], train["y"], train["id"])
-    sampler = DistributedSampler(ds, num_replicas=world_size, rank=rank, shuffle=True, seed=seed)
-    sampler.set_epoch(epoch)  # a new permutation per epoch, the same on every rank
-    for X, y, ids in DataLoader(ds, batch_size=batch_size, sampler=sampler):
-        yield {"X": X, "y": y, "id": ids}
-
-
-def helpers_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, world_size: int, seed: int,
-                    epoch: int, shuffle: bool | str = True) -> Iterator[dict[str, torch.Tensor]]:
-    """Yield this rank's batches of `epoch`: the helpers' BatchLoader takes its own shard of the common order."""
-    bl = BatchLoader(train, batch_size, shuffle=shuffle, seed=seed, rank=rank, world_size=world_size)
-    bl.set_epoch(epoch)
-    yield from bl
-
+show_code(distributed.sampler_batches, distributed.helpers_batches)  # PyTorch's sharding, then the helpers'
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The training step is the plain one of notebook 10, with one difference: the model is wrapped in
@@ -82,31 +65,7 @@ def helpers_batches(train: dict[str, torch.Tensor], batch_size: int, rank: int, 
 # bucket while the backward pass is still running, so every rank's optimizer takes the same step.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.distributed
-# runs in the torchrun processes (one per rank)
-def ddp_model(seed: int, device: torch.device) -> tuple[nn.Module, nn.Module]:
-    """Return (the model, what to train): the same initial weights on every rank, in DDP when under torchrun."""
-    torch.manual_seed(seed)  # same initial weights everywhere (DDP also broadcasts rank 0's)
-    model = MLP().to(device)
-    if not (dist.is_available() and dist.is_initialized()):
-        return model, model  # one process: the reference run
-    ids = [device] if device.type == "cuda" else None  # one GPU per rank; None on the CPU (gloo)
-    return model, nn.parallel.DistributedDataParallel(model, device_ids=ids)
-
-
-def train_epoch(net: nn.Module, opt: torch.optim.Optimizer, source: Iterable[dict[str, torch.Tensor]],
-                device: torch.device) -> list[torch.Tensor]:
-    """Train on every batch of this rank's epoch; return the row ids of each batch, as trained on."""
-    loss_fn = nn.CrossEntropyLoss()
-    seen = []
-    for batch in source:
-        batch = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-        opt.zero_grad(set_to_none=True)
-        loss_fn(net(batch["X"]), batch["y"]).backward()  # DDP averages the gradients across ranks here
-        opt.step()
-        seen.append(batch["id"].cpu())
-    return seen
-
+show_code(distributed.ddp_model, distributed.train_epoch)  # run in the torchrun processes, one per rank
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Launching two ranks
@@ -178,16 +137,7 @@ print("the order changes between epochs (set_epoch):", not np.array_equal(orders
 # instead of averaged) moves both far beyond that.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.distributed
-# runs in the reference process, which torchrun does not start
-def reference_batches(train: dict[str, torch.Tensor], args: argparse.Namespace,
-                      epoch: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Yield, in one process, the concatenation of what each of `args.reference` ranks would get per step."""
-    per_rank = [batches(train, args.loader, args.batch_size, r, args.reference, args.seed, epoch)
-                for r in range(args.reference)]
-    for parts in zip(*per_rank):
-        yield {k: torch.cat([p[k] for p in parts]) for k in parts[0]}
-
+show_code(distributed.reference_batches)  # runs in the reference process, which torchrun does not start
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 reference = distributed.launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
@@ -248,22 +198,7 @@ def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[in
 # turns:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.distributed
-# the `distributed` benchmark's code; the notebook calls it from the package
-def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = None) -> dict:
-    """Wrap `model` in nn.DataParallel and report what it does on this machine: its devices, output, time."""
-    dp = nn.DataParallel(model)
-    device = torch.device("cuda", dp.device_ids[0]) if dp.device_ids else torch.device("cpu")
-    model.to(device)
-    x = x.to(device)
-    with torch.no_grad():
-        same = torch.allclose(dp(x), model(x), atol=1e-5)
-        times = measure.interleaved({"module": lambda: model(x), "DataParallel": lambda: dp(x)}, repeat=repeat,
-                                    device=device)
-    return {"gpus": torch.cuda.device_count(), "device_ids": list(dp.device_ids), "same_output": bool(same),
-            "module_s": measure.median(times["module"]), "dataparallel_s": measure.median(times["DataParallel"]),
-            "dataparallel_over_module": measure.ratio(times, "DataParallel", "module")}
-
+show_code(distributed.data_parallel_here)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 dp_x = torch.randn(batch_size * world_size, 93)

@@ -203,3 +203,29 @@ def test_configurations_use_the_threads_and_workers_they_are_given():
     tl = configs["ThreadLoader, 3 threads"]()
     assert tl.threads == 3 and [b.tolist() for b in tl] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
     assert all("3 threads" in n or "1 processes" in n for n in configs if n.startswith(("SPDL", "torchdata")))
+
+
+def test_startup_times_the_start_function_it_is_given():
+    """Notebook 14 passes its own cell's `start_workers`: what startup times is that function, per start method."""
+    import time
+
+    from fastloops_helpers.experiments import threads as exp
+
+    calls = []
+
+    def start(ds, batch_size, workers, method):
+        calls.append((len(ds), batch_size, workers, method))
+        time.sleep(0.05)
+        return iter([torch.zeros(batch_size)])
+
+    rows = exp.startup(Rows(6), 3, 1, methods=("fork", "spawn"), start=start)
+    assert calls == [(6, 3, 1, "fork"), (6, 3, 1, "spawn")]
+    assert [r["start_method"] for r in rows] == ["fork", "spawn"]
+    assert all(r["first_batch_s"] >= 0.05 and r["workers"] == 1 for r in rows)
+
+
+def test_start_workers_returns_the_running_iterator_after_the_first_batch():
+    from fastloops_helpers.experiments import threads as exp
+
+    it = exp.start_workers(Rows(6), 4, 0, None)  # no workers: the batches come from this process
+    assert [b.tolist() for b in it] == [[4, 5]]  # the first batch was taken already

@@ -9,7 +9,7 @@ import gc
 import os
 import pickle
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from typing import Any
@@ -195,16 +195,30 @@ def _has(module: str) -> bool:
         return False
 
 
+def start_workers(ds: Any, batch_size: int, workers: int, method: str) -> Iterator[Any]:
+    """Start a `workers`-worker DataLoader under start `method` and take its first batch; return the running iterator.
+
+    What `startup` times for each start method. Explained in notebooks/14_threads_or_processes.ipynb (section 4).
+    """
+    batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=method))
+    next(batches)  # the workers start here: a fresh process each, then one batch of decodes
+    return batches
+
+
 def startup(
-    ds: ImageFolder, batch_size: int, workers: int, methods: tuple[str, ...] = ("fork", "forkserver", "spawn")
+    ds: ImageFolder,
+    batch_size: int,
+    workers: int,
+    methods: tuple[str, ...] = ("fork", "forkserver", "spawn"),
+    start: Callable[[Any, int, int, str], Iterator[Any]] = start_workers,
 ) -> list[dict[str, Any]]:
-    """Return, per start method, a fresh `workers`-worker DataLoader's first-batch latency and its processes' PSS."""
+    """Return, per start method, the seconds `start` takes (by default a fresh `workers`-worker DataLoader's first
+    batch) and the PSS of this process and its workers just after."""
     size = len(pickle.dumps(ds))
     rows = []
     for m in methods:
-        batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=m))
         with measure.Timer() as t:
-            next(batches)
+            batches = start(ds, batch_size, workers, m)
         rows.append(
             {
                 "start_method": m,

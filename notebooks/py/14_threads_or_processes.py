@@ -23,15 +23,18 @@
 # 6. what free-threaded Python and Python 3.14's forkserver default would change.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import os
+from collections.abc import Iterator
+from typing import Any
 
 import pandas as pd
 import torch
+from torch.utils.data import DataLoader
 
 from fastloops_helpers import ThreadLoader, config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
+from fastloops_helpers.data.jpeg_folder import pil_loader
 from fastloops_helpers.experiments import threads
 from fastloops_helpers.measure import timeline
 
@@ -69,21 +72,11 @@ print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
 # Every pipeline in this notebook runs the same per-sample function: open one JPEG, decode it with Pillow
 # (`pil_loader`), resize the shorter side to 256, cut the centre 224 x 224, return a uint8 CHW tensor. The
 # DataLoader and torchdata.nodes run it in worker processes, so it lives in the package, where a worker can import
-# it; the cell shows the package's code.
+# it; the cell below renders the package's code from the objects that run (the `ImageFolder` calls
+# `pil_loader`, then `Decode`).
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.threads
-# runs in DataLoader and torchdata.nodes worker processes, which import it from the package
-class Decode:
-    """One PIL image -> resize the shorter side, center crop, uint8 CHW tensor (picklable, no state)."""
-
-    def __call__(self, img: Any) -> torch.Tensor:
-        return T.ValSampleTransform(RESIZE, CROP).precompute(img)
-
-
-def dataset(scale: str | None = None) -> ImageFolder:
-    """Return the synthetic ImageFolder's train split at `scale` (default: the active one), decoding every access."""
-    return ImageFolder(synthetic_imagefolder(scale) / "train", transform=Decode())
+# %% slideshow={"slide_type": "-"}
+show_code(threads.dataset, threads.Decode, pil_loader)  # what every pipeline runs per sample
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers' `ThreadLoader` runs that `__getitem__` on a pool of threads in this process. Its `__iter__` takes
@@ -92,37 +85,8 @@ def dataset(scale: str | None = None) -> ImageFolder:
 # decodes the next image, and the main thread waits for the oldest batch's samples, in order, and collates them.
 # Nothing is pickled and nothing is copied between processes; what runs in parallel is what releases the GIL.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.thread_loader.ThreadLoader
-# two methods of the class imported above: the call each thread makes, and the loop that batches
-def _load(self, epoch: int, index: int) -> Any:
-    try:
-        if self._takes_generator:
-            return self.dataset.__getitem__(index, generator=sample_generator(self.seed, epoch, index))
-        return self.dataset[index]
-    except Exception as e:
-        raise RuntimeError(f"ThreadLoader: sample {index} failed: {type(e).__name__}: {e}") from e
-
-
-def _run(self, epoch: int, order: list[int]) -> Iterator[Any]:
-    pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ThreadLoader")
-    pending: deque[list[Future]] = deque()
-    starts = iter(range(0, len(order), self.batch_size))
-    try:
-        while True:
-            # keep `prefetch` batches in flight: one future per sample, any free thread runs it
-            while len(pending) < self.prefetch and (start := next(starts, None)) is not None:
-                chunk = order[start:start + self.batch_size]
-                pending.append([pool.submit(self._load, epoch, i) for i in chunk])
-            if not pending:
-                return
-            # wait for the oldest batch's samples (in order), collate them here, in the main thread
-            yield self.collate([f.result() for f in pending.popleft()])
-    finally:  # a break, close() or an error: drop the queued samples, join the threads
-        for futures in pending:
-            for f in futures:
-                f.cancel()
-        pool.shutdown(wait=True, cancel_futures=True)
+# %% slideshow={"slide_type": "-"}
+show_code(ThreadLoader._load, ThreadLoader._run)  # the call each thread makes, and the loop that batches
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. Which decoders release the GIL?
@@ -185,58 +149,8 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # threads and on processes. Each entry is a function that makes the loader, so each is built fresh before its
 # warm-up epoch; the memmap row is notebook 09's loader of pre-decoded images, the floor of the table.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.threads
-# the DataLoader and torchdata.nodes run `ds.__getitem__` in worker processes, which import it from the package
-def spdl_loader(ds: ImageFolder, batch_size: int, threads: int) -> Iterable[Any]:
-    """Return an iterable whose each pass runs SPDL's thread pipeline over `ds` in order."""
-    from spdl.pipeline import PipelineBuilder
-
-    class Epochs:
-        def __iter__(self) -> Any:
-            p = (PipelineBuilder()
-                 .add_source(range(len(ds)))                                        # the indices, in order
-                 .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # samples on `threads` threads
-                 .aggregate(batch_size)                                             # lists of batch_size samples
-                 .pipe(torch.utils.data.default_collate)                            # one batch of tensors
-                 .add_sink(3)                                                       # at most 3 batches waiting
-                 .build(num_threads=threads))                                       # the asyncio loop's thread pool
-            with p.auto_stop():
-                yield from p
-    return Epochs()
-
-def nodes_loader(ds: ImageFolder, batch_size: int, workers: int, method: str) -> Iterable[Any]:
-    """Return an iterable whose each pass runs torchdata.nodes' ParallelMapper (threads or processes)."""
-    import torchdata.nodes as tn
-
-    class Epochs:
-        def __iter__(self) -> Any:
-            gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
-            node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
-                                     method=method, in_order=True)  # samples on threads or processes, in order
-            node = tn.Batcher(node, batch_size, drop_last=False)      # lists of batch_size samples
-            yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
-    return Epochs()
-
-def configurations(ds: ImageFolder, batch_size: int, threads: int, workers: int
-                   ) -> dict[str, Callable[[], Iterable[Any]]]:
-    """Return {pipeline name: a function making its loader}; optional packages missing are left out.
-
-    The DataLoader runs with 0 to `workers` worker processes, every thread pipeline with `threads` threads.
-    """
-    configs: dict[str, Callable[[], Iterable[Any]]] = {}
-    for w in range(workers + 1):  # worker processes (0: in this process), started once and kept between epochs
-        configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
-                                                             persistent_workers=w > 0)
-    configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
-    if _has("spdl.pipeline"):
-        configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
-    if _has("torchdata.nodes"):
-        configs[f"torchdata.nodes, {threads} threads"] = lambda: nodes_loader(ds, batch_size, threads, "thread")
-        configs[f"torchdata.nodes, {workers} processes"] = lambda: nodes_loader(ds, batch_size, workers, "process")
-    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(imf.prepare().train, "train",
-                                                                              batch_size)
-    return configs
+# %% slideshow={"slide_type": "-"}
+show_code(threads.configurations, threads.spdl_loader, threads.nodes_loader)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 configs = threads.configurations(ds, batch_size, n_threads, n_workers)
@@ -309,6 +223,7 @@ print(f"added by ThreadLoader, t: {mem['threadloader_added_pss_mb']:.0f} MB; "
 print(f"added memory, ThreadLoader over best DataLoader: {mem['helpers_threads_added_pss_over_dataloader_best']:.2f}x")
 print(f"totals at 0.5x would need d >= B + 2t = {mem['dataloader_added_pss_for_half_total_mb']:.0f} MB")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The ratio to the limit can also land above one: the limit is one thread's rate on a sample of the folder's
 # images, so the spread of image sizes and a shared core's clock between turns move it either way by several
@@ -330,9 +245,21 @@ print(f"totals at 0.5x would need d >= B + 2t = {mem['dataloader_added_pss_for_h
 # one) and unpickles the dataset, so their first batch comes at least 10x later than fork's. The dataset here is
 # small when pickled (a list of file paths), so pickling is not the cost; a dataset holding arrays would add its
 # pickled size divided by the pipe's bandwidth per worker.
+#
+# What is timed for each start method is the cell below: build the DataLoader, which starts its workers, and
+# take its first batch; the iterator comes back with its workers alive, so that their memory can be read.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-start_rows = threads.startup(ds, batch_size, n_workers)
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.threads
+def start_workers(ds: Any, batch_size: int, workers: int, method: str) -> Iterator[Any]:
+    """Start a `workers`-worker DataLoader under start `method` and take its first batch; return the running iterator."""
+    batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=method))
+    next(batches)  # the workers start here: a fresh process each, then one batch of decodes
+    return batches
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+start_rows = threads.startup(ds, batch_size, n_workers, start=start_workers)
 starts = pd.DataFrame(start_rows).set_index("start_method")
 print(starts.round(3).to_string())
 slow = min(starts.loc["forkserver", "first_batch_s"], starts.loc["spawn", "first_batch_s"])

@@ -95,3 +95,10 @@ def test_every_timing_figure_moves_when_the_shown_code_slows(path):
     assert rows, f"{path.name} saves no timing figure (a duration or rate named with its unit)"
     still = [f"{name}: {old:.4g} -> {new:.4g}" for name, old, new, moved in rows if not moved]
     assert not still, f"{path.name}: timed from code the notebook does not show:\n" + "\n".join(still)
+
+
+def test_a_class_with_generated_methods_is_slowed_where_it_has_source():
+    from fastloops_helpers.data.memmap import ImageData
+
+    written = [f for f in liveness._targets(ImageData) if liveness._has_source(f)]
+    assert liveness._targets(ImageData) == written  # the generated __init__ is left out, not an error

@@ -150,12 +150,25 @@ def _targets(obj: Any) -> list[Any]:
         found = []
         for value in vars(obj).values():
             value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
-            if inspect.isfunction(value) and value.__qualname__.startswith(obj.__qualname__ + "."):
+            if (
+                inspect.isfunction(value)
+                and value.__qualname__.startswith(obj.__qualname__ + ".")
+                and _has_source(value)
+            ):
                 found.append(value)
         return found
     if isinstance(obj, property):
         return [obj.fget]
     return [inspect.unwrap(getattr(obj, "__func__", obj))]
+
+
+def _has_source(func: Any) -> bool:
+    """Whether `func` was written in a file (a dataclass's or tensorclass's generated `__init__` was not)."""
+    try:
+        inspect.getsource(func)
+    except (OSError, TypeError):
+        return False
+    return True
 
 
 def _slow_function(func: Any, seconds: float) -> None:

@@ -23,19 +23,26 @@
 # Section 1 shows the code that takes these measurements; each later section shows the loop it diagnoses.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import os
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from torch.utils.data import DataLoader
 
 from fastloops_helpers import ThreadPrefetcher, config, measure
 from fastloops_helpers.book import claims
-from fastloops_helpers.experiments import imagefolder
-from fastloops_helpers.experiments.diagnose import predict, row, run_diagnose, seconds_per_batch, seconds_per_image, spdl_headspace
-from fastloops_helpers.measure import advice, input_bound, plots
+from fastloops_helpers.book.source import show_code
+from fastloops_helpers.data import memmap
+from fastloops_helpers.data import otto_csv as otto
+from fastloops_helpers.data.jpeg_folder import ImageFolder
+from fastloops_helpers.experiments import imagefolder as imf
+from fastloops_helpers.experiments.diagnose import Loop, predict, row, run_diagnose, seconds_per_batch, seconds_per_image, spdl_headspace
+from fastloops_helpers.experiments.training import train_step
+from fastloops_helpers.load.batch_loader import BatchLoader
+from fastloops_helpers.measure import advice, input_bound, plots, timeline
+from fastloops_helpers.models import MLP
 
 print(config.describe().split(", data=")[0])
 print(measure.hardware_line())
@@ -63,77 +70,8 @@ torch.set_num_threads(main_threads)                # (more: collate's torch.stac
 # `iter` starts a new epoch, as training does, and the first batch's wait includes that restart. The shares
 # are sums over the measured batches divided by their wall time; the warm-up batches are run but left out.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.measure.input_bound
-# the package's loop, imported below: it also records the timeline and stops the workers of the copy it runs
-def _run(source: Iterable[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-         copy: Callable[[Any], Any] | None, device: Any) -> _Run:
-    """Run `total` batches, epoch after epoch as training does (iter() again when the loader runs out)."""
-    run = _Run()
-    last = now()  # the end of the previous batch: an epoch's restart counts in its first batch's wait
-    while len(run.rows) < total:
-        before = len(run.rows)
-        start = now()
-        it = iter(source)
-        run.tl.events.append(timeline.Event(MAIN, "start", -1, start, now()))
-        try:
-            last = _epoch(run, it, step, total, warmup, replay, copy, device, last)
-        finally:
-            if len(run.rows) >= total:
-                run.pss_mb = pss_mb()  # after the last batch, workers still alive: what the running loop holds
-            _close(it, source)
-        if it is source or len(run.rows) == before:
-            break  # a one-shot iterator is spent, or an epoch gave no batch
-    if not run.pss_mb:
-        run.pss_mb = pss_mb()
-    return run
-
-
-def _epoch(run: _Run, it: Iterator[Any], step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-           copy: Callable[[Any], Any] | None, device: Any, begin: float) -> float:
-    """Run batches from `it` until it ends or `total` are done; return the end time of the last one."""
-    first = True
-    while len(run.rows) < total:
-        n = len(run.rows)
-        t0 = now()
-        try:
-            item = next(it)  # the wait: the loader's time and nothing else
-        except StopIteration:
-            return begin
-        except Exception as exc:
-            raise LoopError(f"the loader raised {type(exc).__name__} on batch {n} (counting from 0 since diagnose "
-                            f"started): {exc}. Fix the loader, or pass warmup + batches <= {n} "
-                            f"to diagnose the batches before it") from exc
-        t1 = now()
-        batch = _unwrap(item, n, run.tl)
-        t2 = t1
-        if copy is not None:
-            batch = copy(batch)
-            sync(device)
-            t2 = now()
-        try:
-            step(batch)
-        except Exception as exc:
-            raise LoopError(f"the step raised {type(exc).__name__} on batch {n}: {exc}") from exc
-        sync(device)  # the step's CUDA work is finished before the clock is read
-        t3 = now()
-        _record(run, n, begin, (t0, t1, t2, t3), batch, first, copy is not None)
-        if warmup <= n < warmup + replay:
-            run.cached.append(batch)  # kept for the replay
-        begin, first = _pause(run, n, step, total, warmup, replay, device) or t3, False
-    return begin
-
-
-def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: int, replay: int,
-           device: Any) -> float | None:
-    """After every `replay` live batches (once the cache is full), replay the step alone once; return when done."""
-    done = n + 1 - warmup - replay  # live batches since the cache filled
-    if len(run.cached) < replay or done < 0 or done % replay or n + 1 >= total:
-        return None
-    run.replays.append(_replay_once(step, run.cached, device))
-    run.pauses.append(n)
-    return now()  # the next batch's time starts after the pass: the pause is not the loop's
-
+# %% slideshow={"slide_type": "-"}
+show_code(input_bound._run, input_bound._epoch, input_bound._pause)  # the loop diagnose runs
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `diagnose` wraps that loop. A `DataLoader` is first rebuilt around an instrumented copy of its dataset and
@@ -151,62 +89,9 @@ def _pause(run: _Run, n: int, step: Callable[[Any], Any], total: int, warmup: in
 # and the advice.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.measure.input_bound
-# the package's entry point, imported below with everything it calls
-def diagnose(loader: Iterable[Any], step: Callable[[Any], Any], *, batches: int = 50, warmup: int = 3,
-             replay: int = 16, repeat: int = 3, copy: Callable[[Any], Any] | None = None,
-             device: torch.device | str | None = None, instrument: bool = True) -> Diagnosis:
-    """Run `loader` -> (`copy`) -> `step` for `warmup + batches` batches; return the Diagnosis.
+show_code(input_bound.diagnose, input_bound._replay, input_bound._replay_once)  # its entry point
 
-    Parameters
-    ----------
-    loader : any iterable of batches (a DataLoader gets a per-stage timeline of its workers).
-    step : called on each batch (after `copy`); its CUDA work is synchronised before each clock read.
-    batches : measured batches after `warmup`; more gives steadier shares, costs time.
-    warmup : batches run but left out of the shares and throughput (the first batch latency is kept apart).
-    replay : batches kept (after warm-up) and replayed through `step` alone for the headspace; costs their memory.
-    repeat : timed replays of those batches (median).
-    copy : moves a batch to the device (e.g. `partial(move_to, device=device, non_blocking=True)`), timed apart.
-    device : the device to synchronise (default: every CUDA device in use).
-    instrument : False runs a DataLoader as it is, without the worker timeline.
-
-    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
-    """
-    if batches < 1 or warmup < 0 or replay < 1 or repeat < 1:
-        raise ValueError(f"need batches >= 1, warmup >= 0, replay >= 1, repeat >= 1; got batches={batches}, "
-                         f"warmup={warmup}, replay={replay}, repeat={repeat}")
-    source = (_instrumented(loader) if instrument else None) or loader
-    try:
-        run = _run(source, step, warmup + batches, warmup, replay, copy, device)
-    finally:
-        _stop_workers(source, loader)
-    if len(run.rows) <= warmup:
-        raise ValueError(f"the loader yielded {len(run.rows)} batches, not more than warmup={warmup}: "
-                         f"lower warmup or give it more data")
-    replay_s = _replay(step, run.cached, repeat, device, run.replays)
-    return _diagnosis(run, loader, replay_s, warmup, device)
-
-
-def _replay(step: Callable[[Any], Any], cached: list[Any], repeat: int, device: Any, done: list[float]) -> float:
-    """Return the median seconds of a pass of `step` over the cached batches alone: the loop with loading free.
-
-    `done` holds the passes already run between live batches; passes are added until there are `repeat`.
-    """
-    passes = list(done)
-    while len(passes) < repeat:
-        passes.append(_replay_once(step, cached, device))
-    return median(passes)
-
-
-def _replay_once(step: Callable[[Any], Any], cached: list[Any], device: Any) -> float:
-    """Return the seconds of one pass of `step` over `cached`, CUDA synchronised."""
-    with Timer(device, contender="step") as t:  # for the warp: the live steps are the same contender
-        for b in cached:
-            step(b)
-    return t.seconds
-
-
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 from fastloops_helpers import diagnose  # the package's, shown above
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -218,40 +103,20 @@ from fastloops_helpers import diagnose  # the package's, shown above
 for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", "COMPUTE_BOUND_HEADSPACE"):
     print(f"{name} = {getattr(advice, name)}")
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.measure.advice
-# the verdict `diagnose` prints (the package's, called by diagnose)
-def verdict(wait_share: float, headspace: float) -> str:
-    """Return "input-bound", "balanced" or "compute-bound" from the wait share and the headspace.
-
-    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
-    """
-    if wait_share >= INPUT_BOUND_WAIT or headspace >= INPUT_BOUND_HEADSPACE:
-        return "input-bound"
-    if wait_share < COMPUTE_BOUND_WAIT and headspace < COMPUTE_BOUND_HEADSPACE:
-        return "compute-bound"
-    return "balanced"
-
+# %% slideshow={"slide_type": "-"}
+show_code(advice.verdict)  # the verdict diagnose prints
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Two loops whose costs are known by construction: a loader that sleeps before each batch of zeros, and the
 # stand-in step of notebook 07, which sleeps too (a GPU step leaves the CPU free in the same way).
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.measure.timeline
-# notebook 07's stand-in GPU step (the package's, used by every loop below)
-def gpu_like_step(seconds: float) -> Callable[[Any], None]:
-    """Return a stand-in training step that takes `seconds` but leaves the CPU free, as a GPU step does."""
-
-    def step(_batch: Any) -> None:
-        time.sleep(seconds)
-
-    return step
+# %% slideshow={"slide_type": "-"}
+show_code(timeline.gpu_like_step)  # notebook 07's stand-in GPU step, used by every loop below
 
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.diagnose
-# a loader whose cost is known (the package's, imported below)
+#@save fastloops_helpers.experiments.diagnose
+# a loader whose cost is known
 class SleepyLoader:
     """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`: a loader whose cost is known.
 
@@ -274,7 +139,6 @@ class SleepyLoader:
 # Sleeping leaves the CPU free, so a busy machine can stretch these figures only a little.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-from fastloops_helpers.experiments.diagnose import SleepyLoader  # the package's, shown above
 from fastloops_helpers.measure.timeline import gpu_like_step
 
 slow_loader = diagnose(SleepyLoader(load_ms=20), gpu_like_step(0.002), batches=20, warmup=2, replay=8)
@@ -300,21 +164,29 @@ for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("i
 # Notebook 09's pipeline: `DataLoader` over an `ImageFolder` that decodes each JPEG and resizes, crops, flips
 # and normalises it one sample at a time, in the main process; the step is the stand-in above, `step_ms` long.
 
-# %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.experiments.diagnose
-# the package's, imported below: the benchmark `diagnose` builds the same loops, and workers import the dataset
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.experiments.diagnose
 def image_dataset(prepared: imf.Prepared) -> ImageFolder:
     """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
     return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
 
 
-def image_loop(data: ImageFolder, batch_size: int, num_workers: int, step_ms: float,
-               persistent_workers: bool = False) -> Loop:
+def image_loop(
+    data: ImageFolder, batch_size: int, num_workers: int, step_ms: float, persistent_workers: bool = False
+) -> Loop:
     """Return notebook 09's per-sample loop: DataLoader over ImageFolder, and a stand-in GPU step of `step_ms`."""
-    loader = DataLoader(data, batch_size=batch_size, shuffle=True, num_workers=num_workers,
-                        persistent_workers=persistent_workers and num_workers > 0)
+    loader = DataLoader(
+        data,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=num_workers,
+        persistent_workers=persistent_workers and num_workers > 0,
+    )
     return loader, timeline.gpu_like_step(step_ms / 1000)  # sleeps: the CPU stays free, as under a GPU step
 
+
+# %% slideshow={"slide_type": "-"}
+show_code(ImageFolder.__getitem__)  # one sample: the loader decodes, the transform resizes, crops, flips, normalises
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction:** with a load time per batch of `L = batch_size x (one image's decode + transforms)` and a step
@@ -322,9 +194,7 @@ def image_loop(data: ImageFolder, batch_size: int, num_workers: int, step_ms: fl
 # `(L + S) / S`. We time one image now to fill in `L`.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-from fastloops_helpers.experiments.diagnose import image_dataset, image_loop  # the package's, shown above
-
-prepared = imagefolder.prepare()  # the synthetic ImageFolder and its decoded memmap (written once)
+prepared = imf.prepare()  # the synthetic ImageFolder and its decoded memmap (written once)
 images = image_dataset(prepared)
 per_image = seconds_per_image(images)
 load_s, step_s = batch_size * per_image, step_ms / 1000
@@ -391,8 +261,7 @@ folder2.advice()
 # plus one batched crop, flip and normalise, in the main process (no workers), before the same step.
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.experiments.diagnose
-# the package's, imported below (the benchmark `diagnose` builds the same loop)
+#@save fastloops_helpers.experiments.diagnose
 def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loop:
     """Return notebook 09's fast loop: BatchLoader over the decoded memmap, batched transforms, the same step."""
     fields = {"images": train.images, "labels": train.labels}  # BatchLoader gathers each with one np.take
@@ -400,14 +269,15 @@ def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loo
     return loader, timeline.gpu_like_step(step_ms / 1000)
 
 
+# %% slideshow={"slide_type": "-"}
+show_code(BatchLoader._iter_gathered)  # the gather: one take of a chunk of rows, cut into batches
+
 # %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** the load per batch is now a gather and a few vectorised passes over
 # `batch_size x 3 x 256 x 256` bytes, much less than the decode above, so the wait share falls by about
 # `L / L_memmap`; we time one batch of the loader to fill it in.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-from fastloops_helpers.experiments.diagnose import memmap_loop  # the package's, shown above
-
 fast = memmap_loop(prepared.train, batch_size, step_ms)
 load_memmap_s = seconds_per_batch(fast[0])
 expect_mm = predict(load_memmap_s, step_s, num_workers=0, cores=cores)
@@ -419,7 +289,7 @@ _ = measure.predicted("wait share (+-10 points)", wait_mm - 0.1, min(wait_mm + 0
 _ = measure.predicted("headspace (-30 %/+50 %)", 0.7 * head_mm, 1.5 * head_mm, mm.headspace, "x", ".2g")
 mm.advice()
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # `BatchLoader` is not a `DataLoader`, so there is no worker timeline; the wait is the main thread gathering and
 # transforming. What is left of it can overlap with the step in a background thread (`ThreadPrefetcher`,
 # notebook 07): numpy and torch release the GIL during the copies, so the predicted batch time is
@@ -432,27 +302,29 @@ mm.advice()
 # rows per batch, and the MLP's real training step (forward, loss, backward, Adam).
 
 # %% slideshow={"slide_type": "-"}
-# shown from fastloops_helpers.experiments.diagnose
-# the package's, imported below: the worker imports OttoRows from the package
+#@save fastloops_helpers.experiments.diagnose
+# the worker imports OttoRows from the package
 def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
     X, y, _, _ = otto.load_otto(rows)
-    loader = DataLoader(otto.OttoRows(X, y), batch_size=batch_size, shuffle=True,
-                        num_workers=1, pin_memory=device.type == "cuda")
+    loader = DataLoader(
+        otto.OttoRows(X, y), batch_size=batch_size, shuffle=True, num_workers=1, pin_memory=device.type == "cuda"
+    )
     torch.manual_seed(0)
     model = MLP(otto.NUM_FEATURES, len(otto.CLASSES)).to(device)
     step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
     return loader, lambda batch: step(*batch)
 
 
+# %% slideshow={"slide_type": "-"}
+show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_size times per batch
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction:** each sample costs a Python call, a row copy and its share of the collate, a few microseconds,
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-from fastloops_helpers.experiments.diagnose import otto_loop  # the package's, shown above
-
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
@@ -461,7 +333,7 @@ print(f"fetch {fetch_us:.1f} us per sample (threshold for 'in memory': {advice.I
 print(otto_d)
 otto_d.advice()
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # With a CPU step, the worker and the step compete for the cores, so the headspace can exceed what the wait
 # share alone suggests (`1 / (1 - wait)`): the step runs faster alone than next to a busy worker. That is why
 # the verdict reads both figures.
@@ -516,10 +388,11 @@ mine.advice()
 # whether loading matters; the per-stage timeline tells where its time goes; the ranked knobs come from those
 # figures. The four loops of this notebook, from this run:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 table = pd.DataFrame(rows).set_index("loop")
 figures.update({f"wait_share_{i}": r["wait_share"] for i, r in enumerate(rows)})
 figures.update({f"headspace_{i}": r["headspace"] for i, r in enumerate(rows)})
+figures.update({f"samples_per_s_{i}": r["samples_per_s"] for i, r in enumerate(rows)})  # the loops' speed
 figures.update({"sleep20_wait_share": slow_loader.wait_share, "sleep20_headspace": slow_loader.headspace,
                 "instant_wait_share": fast_loader.wait_share})
 figures["diagnose_input_bound_found"] = float(rows[0]["verdict"] == "input-bound")

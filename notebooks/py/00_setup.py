@@ -107,7 +107,7 @@ def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
     np.copyto(dst, src)
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # A small buffer copies in microseconds, shorter than a clock read is precise, so each timed round runs many
 # copies and divides. `copier` makes a library's two buffers; `copy_rates` times every library's copy in the same
 # rounds and counts the bytes read and written:
@@ -115,7 +115,7 @@ def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
 # %% slideshow={"slide_type": "-"}
 show_code(bandwidth.copier, bandwidth.copy_rates)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 copies = {"torch": torch_copy, "numpy": numpy_copy}  # the cell above: what is timed
 bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads, copies)
 bw.table().pivot(index="size_mb", columns="library", values="gb_per_s").round(1)

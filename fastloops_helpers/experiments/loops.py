@@ -3,13 +3,15 @@
 The loops: pure Python, numpy, DataLoader, tf.data, the helpers' loader.
 
 Explained in notebooks/01_the_question.ipynb. `measure_loops()` computes the table and figures that notebook 01
-shows (with its defaults block) and `python -m fastloops_helpers.book.bench loops` saves (through `run`).
+shows (with its defaults block and its cells' loops, passed as `slide`) and `python -m fastloops_helpers.book.bench
+loops` saves (through `run`, with the package's copies of those cells, `teach.slide_code`).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch.utils.data import DataLoader
@@ -17,7 +19,7 @@ from torch.utils.data import DataLoader
 from .. import config, measure
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, collate_batch
-from ..teach.slide_code import FastDataloader, numpy_epoch, python_epoch, slide_dataloader, tf_data_pipeline
+from ..teach import slide_code
 from . import BenchResult
 
 # Groups timed apart, each interleaved (one epoch of every loop per round, in a new order each round):
@@ -35,6 +37,8 @@ PER_ROUND = {
     "dataloader_nw0_over_helpers": ("per_sample", "dataloader_nw0", "helpers"),
     "dataloader_nw0_over_numpy": ("per_sample", "dataloader_nw0", "numpy"),
 }
+# The slide's code the loops are built from: notebook 01 passes its cells' objects, by these names.
+SLIDE = ("python_epoch", "numpy_epoch", "slide_dataloader", "tf_data_pipeline", "loader_epoch", "FastDataloader")
 
 
 def workers() -> int:
@@ -42,23 +46,35 @@ def workers() -> int:
     return min(10, os.cpu_count() or 1)
 
 
-def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True) -> dict[str, Callable[[], int]]:
+def slide_code_of(slide: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return the slide's code by name (`SLIDE`): the objects given in `slide`, the package's for the others."""
+    unknown = set(slide or {}) - set(SLIDE)
+    if unknown:
+        raise ValueError(f"slide takes the names {SLIDE}, not {sorted(unknown)}")
+    return {name: getattr(slide_code, name) for name in SLIDE} | dict(slide or {})
+
+
+def slide_loops(
+    n: int, batch_size: int, num_workers: int, with_tf: bool = True, slide: Mapping[str, Any] | None = None
+) -> dict[str, Callable[[], int]]:
     """Return {name: one epoch, returning its batch count} for every loop notebook 01 times.
 
     The slide's four (DataLoader with `num_workers`, left out when 0; tf.data when installed and `with_tf`),
-    then DataLoader without workers, a `__getitems__` Dataset, the slide's FastDataloader and BatchLoader.
+    then DataLoader without workers, a `__getitems__` Dataset, the slide's FastDataloader and BatchLoader. The
+    slide's code comes from `slide` ({name in `SLIDE`: object}, notebook 01's cells), else from `teach.slide_code`.
     """
+    code = slide_code_of(slide)
     x = torch.arange(n)
-    found = {"python": python_epoch(n, batch_size), "numpy": numpy_epoch(n, batch_size)}
+    found = {"python": code["python_epoch"](n, batch_size), "numpy": code["numpy_epoch"](n, batch_size)}
     if num_workers:
-        found["dataloader_workers"] = measure.drain(slide_dataloader(n, batch_size, num_workers))
-    pipeline = tf_data_pipeline(n, batch_size) if with_tf else None
+        found["dataloader_workers"] = code["loader_epoch"](code["slide_dataloader"](n, batch_size, num_workers))
+    pipeline = code["tf_data_pipeline"](n, batch_size) if with_tf else None
     if pipeline is not None:
-        found["tf_data"] = measure.drain(pipeline)
-    found["dataloader_nw0"] = measure.drain(slide_dataloader(n, batch_size, 0))
+        found["tf_data"] = code["loader_epoch"](pipeline)
+    found["dataloader_nw0"] = code["loader_epoch"](code["slide_dataloader"](n, batch_size, 0))
     getitems = DataLoader(BatchRowDataset(x), batch_size=batch_size, shuffle=True, collate_fn=collate_batch)
     found["dataloader_getitems"] = measure.drain(getitems)
-    found["slide_fast_dataloader"] = measure.drain(FastDataloader(x, batch_size))
+    found["slide_fast_dataloader"] = measure.drain(code["FastDataloader"](x, batch_size))
     found["helpers"] = measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))
     return found
 
@@ -149,13 +165,15 @@ def measure_loops(
     slow_rounds: int,
     pair_rounds: int,
     with_tf: bool = True,
+    slide: Mapping[str, Any] | None = None,
 ) -> tuple[BenchResult, dict[str, list[float]]]:
     """Time every loop of the slide and the extra ones over `num_samples` indices.
 
-    Return the table and figures, and {figure: per-round ratios} (for `measure.verdict`). Explained in
-    notebooks/01_the_question.ipynb.
+    `slide` gives the slide's code by name (`SLIDE`; notebook 01 passes its cells' objects, so an edit to a cell is
+    what is timed); the names left out come from `teach.slide_code`. Return the table and figures, and
+    {figure: per-round ratios} (for `measure.verdict`). Explained in notebooks/01_the_question.ipynb.
     """
-    found = slide_loops(num_samples, batch_size, num_workers, with_tf)
+    found = slide_loops(num_samples, batch_size, num_workers, with_tf, slide)
     groups, batches = time_loops(found, rounds, slow_rounds, pair_rounds)
     knobs = {
         "samples": num_samples,

@@ -1,9 +1,11 @@
 """The slides' own code, kept to be compared with the helpers: the four opening loops (pure Python, DataLoader,
-tf.data, numpy), the custom FastDataloader, the slide's `move_to` (fixed) and its nested `xs`.
+tf.data, numpy) and the loop over a loader, the custom FastDataloader, the slide's `move_to` (fixed) and its
+nested `xs`.
 
-Teaching replicas: the production versions are `load.BatchLoader` and `load.move.move_to`. Notebooks 01 and 03
-show this code in `#@save` cells. Explained in notebooks/01_the_question.ipynb, 03_custom_loader.ipynb and
-06_device_moves.ipynb.
+Teaching replicas: the production versions are `load.BatchLoader` and `load.move.move_to`. Each object's source
+is a `#@save` cell (the loops: notebook 01; FastDataloader: notebook 03; `slide_xs`, `slide_move_to`: notebook 06);
+those notebooks time their cells' objects, and the benchmarks time these. Explained in
+notebooks/01_the_question.ipynb, 03_custom_loader.ipynb and 06_device_moves.ipynb.
 """
 
 from __future__ import annotations
@@ -66,6 +68,18 @@ def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
     def epoch() -> int:
         batches = 0
         for _ in rng.permutation(dataset).reshape(-1, batch_size):
+            batches += 1
+        return batches
+
+    return epoch
+
+
+def loader_epoch(loader: Any) -> Callable[[], int]:
+    """Return one epoch of the slide's loop over a loader (`for batch in loader`); it counts batches."""
+
+    def epoch() -> int:
+        batches = 0
+        for _ in loader:
             batches += 1
         return batches
 

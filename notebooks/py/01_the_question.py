@@ -13,23 +13,26 @@
 # Whatever a loop costs here, it costs on top of every training step. We time each loop per epoch, add three
 # more (DataLoader without workers, DataLoader over a `__getitems__` Dataset, the slide's own custom loader) and
 # the helpers' `BatchLoader`, and answer the question with a table. Every loop is on screen before it is timed.
-# The figures are computed by `experiments.loops.measure_loops(...)`, called with this notebook's defaults; the
-# benchmark `python -m fastloops_helpers.book.bench loops` calls the same function with the scale's sizes, so this
-# notebook and the benchmark report one measurement.
+# The figures are computed by `experiments.loops.measure_loops(...)`, called with this notebook's defaults and the
+# loops its cells define; the benchmark `python -m fastloops_helpers.book.bench loops` calls the same function with
+# the scale's sizes and the package's copy of those cells, so this notebook and the benchmark report one measurement.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import os
 import random
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 from fastloops_helpers import BatchLoader, config, measure
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import loops
+from fastloops_helpers.load.getitems import BatchRowDataset, GetItemsMixin, RowDataset, collate_batch
 from fastloops_helpers.measure import plots
+from fastloops_helpers.teach import slide_code
 
 print(config.describe())
 print(measure.hardware_line())
@@ -72,9 +75,10 @@ print(f"{num_samples:,} samples, batch {batch_size}, {num_samples // batch_size:
 # ## The four loops of the slide
 #
 # Each loop is written as a function that makes *one epoch* and returns how many batches it handed over, so that
-# the harness can time epochs. The code is the slide's; the package keeps the same code in
-# `fastloops_helpers.teach.slide_code` (a test checks that cell and package agree), for the benchmark and
-# for notebook 03. Pure Python: `random.sample` shuffles a list of ints, then slices of it are the batches.
+# the harness can time epochs. The code is the slide's, and the measurement below receives these cells' functions:
+# edit one, and the edit is what gets timed. The package keeps the same code in `fastloops_helpers.teach.slide_code`
+# (`#@save`; a test checks that cell and package agree) for the benchmark. Pure Python: `random.sample` shuffles a
+# list of ints, then slices of it are the batches.
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.slide_code
@@ -137,9 +141,25 @@ def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
         return batches
     return epoch
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The DataLoader and the tf.data pipeline are looped over as on the slide, `for batch in loader`; one epoch of
+# that loop, counting the batches, is a function too:
+
+# %% slideshow={"slide_type": "subslide"}
+#@save fastloops_helpers.teach.slide_code
+def loader_epoch(loader: Any) -> Callable[[], int]:
+    """Return one epoch of the slide's loop over a loader (`for batch in loader`); it counts batches."""
+
+    def epoch() -> int:
+        batches = 0
+        for _ in loader:
+            batches += 1
+        return batches
+    return epoch
+
 # %% slideshow={"slide_type": "-"}
 print("batches per epoch of 3,000 indices in batches of 300:", python_epoch(3000, 300)(), numpy_epoch(3000, 300)(),
-      measure.drain(slide_dataloader(3000, 300, 0))())
+      loader_epoch(slide_dataloader(3000, 300, 0))())
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Four more loops
@@ -148,121 +168,43 @@ print("batches per epoch of 3,000 indices in batches of 300:", python_epoch(3000
 #   protocol alone, without the transport between processes.
 # - **DataLoader over a `__getitems__` Dataset** (`dataloader_getitems`, notebook 02): the Dataset fetches a whole
 #   batch with one call, and `collate_batch` passes it on unchanged. A Dataset may run in worker processes, which
-#   import it, so it lives in the package; the cell shows the package's code.
+#   import it, so it lives in the package; the cell below renders the package's code, the code that runs.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.getitems
+# %% slideshow={"slide_type": "-"}
 # Datasets run in DataLoader worker processes, which must import them from the package
-class RowDataset(Dataset):
-    """The slide's per-sample Dataset: `__getitem__` returns one row of `data` (tensor, array or dict of them)."""
+show_code(RowDataset, GetItemsMixin, BatchRowDataset, collate_batch)
 
-    def __init__(self, data: Any) -> None:
-        self.data = rows.to_tensors(data)
-        self.length = rows.num_rows(self.data)
-
-    def __len__(self) -> int:
-        return self.length
-
-    def __getitem__(self, index: Any) -> Any:
-        return _index(self.data, index)
-
-
-class GetItemsMixin:
-    """Give a Dataset whose `__getitem__` accepts an index tensor a batched `__getitems__`."""
-
-    def __getitems__(self, indices: Sequence[int]) -> Any:
-        return self[torch.as_tensor(indices)]
-
-
-class BatchRowDataset(GetItemsMixin, RowDataset):
-    """`RowDataset` that fetches a whole batch with one `__getitems__` call."""
-
-
-def collate_batch(batch: Any) -> Any:
-    """Return an already-batched `__getitems__` result unchanged (DataLoader's collate_fn)."""
-    return batch
-
-# %% slideshow={"slide_type": "subslide"}
-from fastloops_helpers.load.getitems import BatchRowDataset, collate_batch  # the package's, which workers import
-
+# %% slideshow={"slide_type": "-"}
 getitems_batch = next(iter(DataLoader(BatchRowDataset(torch.arange(10)), batch_size=4, collate_fn=collate_batch)))
 print("one __getitems__ call per batch:", getitems_batch.tolist())
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# - **The slide's custom loader** (`slide_fast_dataloader`, notebook 03): one `randperm` per epoch, then
-#   `data[indices]` for each slice of it.
+# - **The slide's custom loader** (`slide_fast_dataloader`): one `randperm` per epoch, then `data[indices]` for
+#   each slice of it. Its cell is in notebook 03; here it is rendered from the package, whose class is timed:
 
-# %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_code
-class FastDataloader:
-    """The slide's custom loader: one permutation per epoch, then `data[indices]` for each slice of it."""
-
-    def __init__(self, dataset, batch_size, shuffle=True):
-        self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
-
-    def __iter__(self):
-        n = len(self.data)
-        self.order = torch.randperm(n) if self.shuffle else torch.arange(n)
-        self.cursor = 0
-        return self
-
-    def __next__(self):
-        if self.cursor >= len(self.data):
-            raise StopIteration
-        batch = self.order[self.cursor:self.cursor + self.batch_size]
-        self.cursor += self.batch_size
-        return self.data[batch]
+# %% slideshow={"slide_type": "-"}
+show_code(slide_code.FastDataloader)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # - **The helpers' `BatchLoader`** (`helpers`, notebook 03): an epoch takes this epoch's order from its sampler
 #   (one shuffle of 32-bit indices), then gathers many batches per call and cuts them into batches. Its epoch, as
 #   the package has it (notebook 03 shows the gather):
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.batch_loader.BatchLoader
-# two methods of the class imported above
-def __iter__(self) -> Iterator[Any]:
-    batches = self._batches()
-    return batches if self.transform is None else map(self.transform, batches)
-
-
-def _batches(self) -> Iterator[Any]:
-    _, order = self.sampler.next_epoch()
-    if len(order) == 0:  # torch's split would yield one empty batch
-        return iter(())
-    if self.batched_dataset:
-        return self._iter_dataset(order)
-    if self.shuffle is False and self.world_size == 1:
-        return self._iter_views(len(order))
-    return self._iter_gathered(order)
+# %% slideshow={"slide_type": "-"}
+show_code(BatchLoader.__iter__, BatchLoader._batches)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Measure every loop, tf.data included
 #
-# `loops.slide_loops` builds one epoch function of each loop from the code above (the package's copies of it), with
-# this notebook's `num_samples`, `batch_size` and `num_workers`:
+# `loops.slide_loops` builds one epoch function of each loop from the code above, with this notebook's
+# `num_samples`, `batch_size` and `num_workers`. The slide's code comes in `slide` ({name: object}): this notebook
+# passes its cells' functions, the benchmark the package's `teach.slide_code`:
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.loops
-# what `measure_loops` times: the loops above, built with the notebook's defaults
-def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True) -> dict[str, Callable[[], int]]:
-    """Return {name: one epoch, returning its batch count} for every loop notebook 01 times."""
-    x = torch.arange(n)
-    found = {"python": python_epoch(n, batch_size), "numpy": numpy_epoch(n, batch_size)}
-    if num_workers:
-        found["dataloader_workers"] = measure.drain(slide_dataloader(n, batch_size, num_workers))
-    pipeline = tf_data_pipeline(n, batch_size) if with_tf else None
-    if pipeline is not None:
-        found["tf_data"] = measure.drain(pipeline)
-    found["dataloader_nw0"] = measure.drain(slide_dataloader(n, batch_size, 0))
-    getitems = DataLoader(BatchRowDataset(x), batch_size=batch_size, shuffle=True, collate_fn=collate_batch)
-    found["dataloader_getitems"] = measure.drain(getitems)
-    found["slide_fast_dataloader"] = measure.drain(FastDataloader(x, batch_size))
-    found["helpers"] = measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))
-    return found
+# %% slideshow={"slide_type": "-"}
+show_code(loops.slide_loops)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds, pair_rounds)` times them
+# `loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds, pair_rounds, slide=slide)` times them
 # with the one harness (`measure.interleaved`): every loop gets an untimed warm-up epoch (which also starts the
 # persistent workers and counts the batches), then rounds of one epoch of each loop in a new random order, so
 # that a noisy neighbour slows them all alike and no loop always follows the same one.
@@ -280,7 +222,10 @@ def slide_loops(n: int, batch_size: int, num_workers: int, with_tf: bool = True)
 # interval of that median.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-result, per_round = loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds, pair_rounds)
+slide = {"python_epoch": python_epoch, "numpy_epoch": numpy_epoch, "slide_dataloader": slide_dataloader,
+         "tf_data_pipeline": tf_data_pipeline, "loader_epoch": loader_epoch}  # this notebook's cells: what is timed
+result, per_round = loops.measure_loops(num_samples, batch_size, num_workers, num_rounds, slow_rounds, pair_rounds,
+                                        slide=slide)
 seconds_per_epoch = {r["loop"]: r["ms_per_epoch"] / 1e3 for r in result.rows}
 for name, seconds in seconds_per_epoch.items():
     measure.show(f"{name} (median epoch)", seconds)
@@ -413,7 +358,7 @@ print("saved", measure.save_results("01_the_question", result.figures, result.ro
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** Time `slide_dataloader(num_samples, batch_size, w)` for `w = 0, 1, 2, 4` workers with
-# `measure.interleaved({...: measure.drain(...)})`. Where does adding workers stop helping on this machine, and
+# `measure.interleaved({...: loader_epoch(...)})`. Where does adding workers stop helping on this machine, and
 # why (count the cores)? Look for the speedup over `w = 0` to level off near the number of cores, or to drop
 # below 1 when each sample costs a µs and the workers' transport costs more than it saves.
 
@@ -425,7 +370,7 @@ import warnings
 def ex1_epoch_seconds(counts):
     with warnings.catch_warnings():  # torch warns when the workers outnumber the cores: that is the point here
         warnings.simplefilter("ignore", UserWarning)
-        epochs = {f"{w} workers": measure.drain(slide_dataloader(num_samples, batch_size, w)) for w in counts}
+        epochs = {f"{w} workers": loader_epoch(slide_dataloader(num_samples, batch_size, w)) for w in counts}
         batches = {name: epoch() for name, epoch in epochs.items()}  # the warm-up epoch: starts the workers
     seconds = measure.interleaved(epochs, 2, warmup=0, shuffle=True)
     return {name: measure.median(s) for name, s in seconds.items()}, batches
@@ -444,13 +389,14 @@ assert set(ex1_batches.values()) == {-(-num_samples // batch_size)}  # every wor
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Change `batch_size` to 30 and to 3000. Which loops' epoch times change most, and what does that tell you
-# about their cost per batch versus per sample? Call `loops.measure_loops` with each batch size (`num_workers=0`
-# and `with_tf=False` keep it short) and compare the two tables: a loop that pays per batch gets much cheaper with
-# fewer, larger batches; one that pays per sample barely moves.
+# about their cost per batch versus per sample? Call `loops.measure_loops` with each batch size and `slide=slide`
+# (`num_workers=0` and `with_tf=False` keep it short) and compare the two tables: a loop that pays per batch gets
+# much cheaper with fewer, larger batches; one that pays per sample barely moves.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex2_results = {bs: loops.measure_loops(num_samples, bs, 0, num_rounds, slow_rounds, pair_rounds, with_tf=False)[0]
+ex2_results = {bs: loops.measure_loops(num_samples, bs, 0, num_rounds, slow_rounds, pair_rounds, with_tf=False,
+                                      slide=slide)[0]
                for bs in (30, 3000)}
 ex2_ms = {bs: {r["loop"]: r["ms_per_epoch"] for r in res.rows} for bs, res in ex2_results.items()}
 for loop in sorted(ex2_ms[30], key=lambda k: ex2_ms[30][k] / ex2_ms[3000][k], reverse=True):
@@ -463,12 +409,12 @@ assert all(set(ex2_batches[bs].values()) == {-(-num_samples // bs)} for bs in (3
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** How long would the slide's whole experiment (1000 epochs of 300,000 samples) take for the fastest loop?
 # Time numpy, the helpers and the per-sample DataLoader at the slide's 300,000 samples (`loops.slide_loops(300_000,
-# batch_size, 0, with_tf=False)`, a few rounds of `measure.interleaved` over those three) and multiply by 1000. Look
-# for seconds against minutes.
+# batch_size, 0, with_tf=False, slide=slide)`, a few rounds of `measure.interleaved` over those three) and multiply
+# by 1000. Look for seconds against minutes.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex3_loops = loops.slide_loops(300_000, batch_size, 0, with_tf=False)
+ex3_loops = loops.slide_loops(300_000, batch_size, 0, with_tf=False, slide=slide)
 ex3_names = ("numpy", "helpers", "dataloader_nw0")
 ex3_seconds = measure.interleaved({k: ex3_loops[k] for k in ex3_names}, 3, warmup=1, shuffle=True)
 ex3_total = {k: measure.median(v) * 1000 for k, v in ex3_seconds.items()}

@@ -11,19 +11,21 @@
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still
 # needs from it, and check that `fastloops_helpers.BatchLoader` provides those without losing the speed. Both
-# loaders' code is on screen before it is timed: the slide's in full, `BatchLoader`'s epoch path method by method.
+# loaders' code is on screen before it is timed: the slide's in full, in a cell whose class is the one timed, and
+# `BatchLoader`'s epoch path method by method, rendered from the package code that runs.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the package's annotations, as written, in the cells that show its code
-
 import numpy as np
 import pandas as pd
 import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 
 from fastloops_helpers import BatchLoader, config, measure
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import loops
+from fastloops_helpers.load.order import EpochOrder, epoch_order
 from fastloops_helpers.measure import plots
+from fastloops_helpers.teach.slide_code import loader_epoch
 
 print(config.describe())
 print(measure.hardware_line())
@@ -39,9 +41,10 @@ slow_epochs = config.size("loops.worker_epochs")    # timed epochs of the per-sa
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The slide's loader, written out
 #
-# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. The
-# package keeps this same class as `fastloops_helpers.teach.slide_code.FastDataloader` (a test checks that the cell
-# and the package agree): notebook 01 and `python -m fastloops_helpers.book.bench loops` time that one.
+# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. This cell
+# is the class's source, and the timing below uses it: edit the cell, and the edit is what gets timed. The package
+# keeps the same class as `fastloops_helpers.teach.slide_code.FastDataloader` (`#@save`; a test checks that the cell
+# and the package agree), which notebook 01 renders and `python -m fastloops_helpers.book.bench loops` times.
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.slide_code
@@ -119,99 +122,39 @@ print("next epoch differs:", first != [b["y"].tolist() for b in loader])
 # the epoch, seed, shuffle, `drop_last`, rank and world size. At the start of each epoch it asks for that epoch's
 # indices, once, and moves on to the next epoch:
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.order.EpochOrder
+# %% slideshow={"slide_type": "-"}
 # two methods of the sampler every BatchLoader holds
-def indices(self, epoch: int | None = None) -> torch.Tensor:
-    """Return this rank's index order for `epoch` (default: the current one), before batching."""
-    epoch = self.epoch if epoch is None else epoch
-    order = epoch_order(self.num_rows, self.shuffle, self.seed, epoch, self.device, self.group_size)
-    return shard(order, self.rank, self.world_size, self.drop_last)
-
-
-def next_epoch(self) -> tuple[int, torch.Tensor]:
-    """Return (the current epoch, the indices its batches use: no short tail with drop_last); move to the next."""
-    epoch, order = self.epoch, self.indices()
-    self.epoch += 1
-    return epoch, order[:len(self) * self.batch_size]
+show_code(EpochOrder.indices, EpochOrder.next_epoch)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # The order itself is one `randperm` of 32-bit indices (half the memory of the slide's 64-bit one), from a
 # generator seeded by `(seed, epoch)`, on the data's device, run on one thread (a second thread made it slower on a
 # busy 2-core machine); `shard` then takes every `world_size`-th index, as `DistributedSampler` does.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.order
+# %% slideshow={"slide_type": "-"}
 # the order of one epoch, the first work of every BatchLoader epoch
-def epoch_order(n: int, shuffle: bool | str, seed: int, epoch: int, device: torch.device | str = "cpu",
-                group_size: int | None = None) -> torch.Tensor:
-    """Return the order of all `n` row indices for one epoch, on `device`."""
-    device = torch.device(device)
-    dtype = torch.int32 if n < 2**31 else torch.int64  # half the memory: the shuffle runs in cache longer
-    with one_thread(device):
-        if shuffle is False:
-            return torch.arange(n, dtype=dtype, device=device)
-        if shuffle == "grouped":
-            size = group_size or max(1, round(math.sqrt(n)))
-            return grouped_permutation(n, size, epoch_generator(seed, epoch)).to(device)
-        return torch.randperm(n, generator=epoch_generator(seed, epoch, device), dtype=dtype, device=device)
+show_code(epoch_order)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Then the loader picks a path: a `__getitems__` Dataset gets one call per batch, unshuffled single-process data is
 # cut into views (no copy), and everything else is gathered.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.batch_loader.BatchLoader
-# methods of the class imported above: an epoch, and the choice of path
-def __iter__(self) -> Iterator[Any]:
-    batches = self._batches()
-    return batches if self.transform is None else map(self.transform, batches)
+# an epoch, and the choice of path
+show_code(BatchLoader.__iter__, BatchLoader._batches)
 
-
-def _batches(self) -> Iterator[Any]:
-    _, order = self.sampler.next_epoch()
-    if len(order) == 0:  # torch's split would yield one empty batch
-        return iter(())
-    if self.batched_dataset:
-        return self._iter_dataset(order)
-    if self.shuffle is False and self.world_size == 1:
-        return self._iter_views(len(order))
-    return self._iter_gathered(order)
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The gather is where the slide's loader and `BatchLoader` differ most. The slide indexes one batch per call
 # (`data[batch]`, advanced indexing); `BatchLoader` gathers a chunk of many batches (about 512 KiB of rows, so the
 # chunk stays in the L2 cache) with one call, then cuts it into batches as views. On the CPU, for rows of 64 bytes
 # or more, the first chunks of every epoch try both `np.take` and `index_select` (notebook 02) and the faster one
 # gathers the rest.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.batch_loader.BatchLoader
-# the gather path of the class imported above
-def _iter_gathered(self, order: torch.Tensor) -> Iterator[Any]:
-    row_bytes = rows.row_nbytes(self.data)
-    chunks = list(order.split(max(1, CHUNK_BYTES // max(1, row_bytes) // self.batch_size) * self.batch_size))
-    primitive = None
-    if rows.CPU_GATHER == "measure" and self.device.type == "cpu" and row_bytes >= 64 and len(chunks) > 2 * PROBE:
-        primitive, used = yield from self._probe(chunks[:PROBE])
-        chunks = chunks[used:]
-    for index in chunks:
-        yield from rows.split(rows.take(self.data, index, primitive), self.batch_size)
+# %% slideshow={"slide_type": "-"}
+# the gather path, and the probe that picks its primitive
+show_code(BatchLoader._iter_gathered, BatchLoader._probe)
 
-
-def _probe(self, chunks: list[torch.Tensor]) -> Generator[Any, None, tuple[str, int]]:
-    best = dict.fromkeys(rows.PROBED, math.inf)
-    for i, index in enumerate(chunks, start=1):
-        name = rows.PROBED[(i - 1) % len(rows.PROBED)]
-        with Timer("cpu") as t:
-            chunk = rows.take(self.data, index, name)
-        best[name] = min(best[name], t.seconds)
-        yield from rows.split(chunk, self.batch_size)
-        if i % len(rows.PROBED) == 0 and max(best.values()) > CLEAR_WIN * min(best.values()):
-            break
-    return min(best, key=best.get), i
-
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 print(loader.sampler)
 print("one sampler answers for the loader:", len(loader) == len(loader.sampler), loader.epoch == loader.sampler.epoch)
 
@@ -254,14 +197,22 @@ for drop_last in (False, True):
 # 32-bit indices (half the memory traffic of the slide's 64-bit `randperm`) and gathers many batches with one
 # call; on the matrix the gather primitive decides between the two custom loaders (notebook 02).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Each epoch is drained: only the loop is timed, the batches are dropped. The two custom loaders run the code
+# above. DataLoader's code is torch's; what this notebook shows of its epoch is the slide's loop over it,
+# `loader_epoch` (its cell is in notebook 01):
+
+# %% slideshow={"slide_type": "-"}
+show_code(loader_epoch)
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 tasks = {"index-only": torch.arange(num_samples), "93 float32 columns": torch.rand(num_samples, num_features)}
 results = []
 for task, data in tasks.items():
     epochs = {"slide FastDataloader": measure.drain(FastDataloader(data, batch_size)),
               "BatchLoader": measure.drain(BatchLoader(data, batch_size, shuffle=True, seed=0))}
     seconds = measure.interleaved(epochs, num_epochs, warmup=1, desc=task, shuffle=True)
-    seconds |= measure.interleaved({"DataLoader": measure.drain(DataLoader(data, batch_size, shuffle=True))},
+    seconds |= measure.interleaved({"DataLoader": loader_epoch(DataLoader(data, batch_size, shuffle=True))},
                                    slow_epochs, warmup=1, desc=f"{task}, DataLoader")
     results += [dict(r, task=task) for r in loops.table(seconds, num_samples)]
 table = pd.DataFrame(results)

@@ -24,7 +24,7 @@ def test_a_cell_is_slowed_at_each_call_and_each_yield():
     )
     slowed = liveness.slowed_source(source, 0.05)
     assert slowed.splitlines()[0] == "%timeit list(f(3))"  # magics kept as they were
-    assert slowed.count("sleep(max(0.05") == 3  # f's finally, f's yield, g's finally
+    assert slowed.count("sleep(max(0.05, 2 *") == 3  # f's finally, f's yield, g's finally
     scope: dict = {}
     exec(liveness._parseable(slowed), scope)
     f = scope["f"].__func__

@@ -1,10 +1,10 @@
 """Is what a notebook shows what it runs? Slow down every function it shows, run it, and see every figure move.
 
-The edited run does what a student would: every function and method defined in a code cell is made twice as
-slow, and at least `SLEEP_S` slower, per call and per stretch between two `yield`s (it sleeps as long as it
-ran, in a `finally` and before each yield), and every package object the notebook renders with
-`show_code(...)` is slowed the same way in the kernel (its code object is replaced, so every
-reference to it, workers forked later included, runs the slow copy). Solution cells are left out of both runs.
+The edited run does what a student would: every function and method defined in a code cell is made `SLOWDOWN`
+times as slow, and at least `SLEEP_S` slower, per call and per stretch between two `yield`s (it sleeps
+`SLOWDOWN - 1` times as long as it ran, in a `finally` and before each yield), and every package object the
+notebook renders with `show_code(...)` is slowed the same way in the kernel (its code object is replaced, so
+every reference to it, workers forked later included, runs the slow copy). Solution cells are left out of both runs.
 Every timing figure the notebook saves (a duration or a rate, named with its unit) must then move the slow
 way by at least `FACTOR` against an unedited run. A figure that does not move was timed from code the
 notebook does not show.
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 SLEEP_S = 0.002  # the least a slowed call (or the stretch between two yields) is made to wait
+SLOWDOWN = 3  # a shown function takes this many times as long (x3 against x1.5: a busy machine's swings pass)
 FACTOR = 1.5  # a duration must grow, a rate shrink, at least this much
 START = "_liveness_t = __import__('time').perf_counter()"
-SLEEP = "__import__('time').sleep(max({s}, __import__('time').perf_counter() - _liveness_t))"
+SLEEP = f"__import__('time').sleep(max({{s}}, {SLOWDOWN - 1} * (__import__('time').perf_counter() - _liveness_t)))"
 DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
 RATE = re.compile(r"(?:^|_)per_s(?:_|$)")
 INTERVAL = re.compile(r"_ci_(?:low|high)$")
@@ -49,7 +50,7 @@ def _parseable(source: str) -> str:
 
 
 class _Slowed(ast.NodeTransformer):
-    """Make every function twice as slow, and at least `seconds` slower, per call and per yield."""
+    """Make every function `SLOWDOWN` times as slow, and at least `seconds` slower, per call and per yield."""
 
     def __init__(self, seconds: float):
         self.sleep = SLEEP.format(s=seconds)

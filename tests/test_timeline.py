@@ -48,7 +48,6 @@ def test_overhead_is_bounded_per_batch_not_per_sample():
     assert len(df[df.lane == "main: load"]) == 2 * 2
     batch = timeline.TimedCollate()([(torch.zeros(1), 0)] * 256)
     assert len(pickle.dumps(batch.events)) < 1000
-    assert timeline.record_overhead(1000) > 0
 
 
 def test_max_batches_and_appending_epochs():

@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
 from ..tree import batch_len
-from .clock import elapsed, now, sync
+from .clock import now, sync
 
 STAGE_COLORS = {
     "fetch": "#4c72b0",
@@ -238,16 +238,6 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
     ax.grid(True, axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
-
-
-def record_overhead(n: int = 20_000) -> float:
-    """Return the seconds one recorded event costs (two clock reads and an append), measured here."""
-    sink: list[tuple[str, float, float]] = []
-    start = now()
-    for _ in range(n):
-        t0 = now()
-        sink.append(("fetch", t0, now()))
-    return elapsed(start, contender="record_overhead") / n
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

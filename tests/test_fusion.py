@@ -28,15 +28,23 @@ def test_sweep_with_a_stand_in_compiled_function_reports_a_speedup():
     assert rows[0]["speedup"] == rows[0]["eager_s"] / rows[0]["compiled_s"]
     assert fusion.figures(rows, 1.5) == {
         "compile_s": 1.5,
+        "fusion_eager_largest_s": rows[0]["eager_s"],
+        "fusion_eager_smallest_s": rows[0]["eager_s"],
         "fusion_speedup_largest": rows[0]["speedup"],
         "fusion_speedup_smallest": rows[0]["speedup"],
+        "fusion_compiled_largest_s": rows[0]["compiled_s"],
+        "fusion_compiled_smallest_s": rows[0]["compiled_s"],
     }
 
 
 def test_sweep_counts_the_bytes_of_its_dtype_and_leaves_floors_out_without_a_bandwidth():
     rows = fusion.sweep([1024], fusion.chain, None, repeat=1, dtype=torch.float64)
     assert rows[0]["mib"] == 1024 * 8 / 2**20 and "eager_floor_s" not in rows[0]
-    assert fusion.figures(rows, 2.0) == {"compile_s": 2.0}
+    assert fusion.figures(rows, 2.0) == {
+        "compile_s": 2.0,
+        "fusion_eager_largest_s": rows[0]["eager_s"],
+        "fusion_eager_smallest_s": rows[0]["eager_s"],
+    }
 
 
 def test_first_call_checks_the_compiled_function_against_eager():
@@ -78,10 +86,21 @@ def test_the_benchmark_times_the_chain_on_the_device_config_returns(monkeypatch)
     result = fusion.run("smoke")
     assert seen and set(seen) == {meta} and timed_on == [meta] * len(result.rows)
     assert result.knobs["device"] == "meta" and result.knobs["note"] == "inductor on meta"
-    assert set(result.figures) == {"compile_s_meta", "fusion_speedup_largest_meta", "fusion_speedup_smallest_meta"}
+    assert set(result.figures) == {
+        f"{name}_meta"
+        for name in ("compile_s", "fusion_speedup_largest", "fusion_speedup_smallest")
+        + (
+            "fusion_eager_largest_s",
+            "fusion_eager_smallest_s",
+            "fusion_compiled_largest_s",
+            "fusion_compiled_smallest_s",
+        )
+    }
 
 
 def test_figures_on_the_cpu_keep_their_names_and_a_gpus_end_with_its_type():
-    rows = [{"speedup": 2.0}, {"speedup": 3.0}]
+    rows = [{"eager_s": 0.2, "compiled_s": 0.1, "speedup": 2.0}, {"eager_s": 0.9, "compiled_s": 0.3, "speedup": 3.0}]
     assert fusion.figures(rows, 1.0, "cpu")["fusion_speedup_largest"] == 3.0
+    assert fusion.figures(rows, 1.0, "cpu")["fusion_compiled_largest_s"] == 0.3
     assert fusion.figures(rows, 1.0, torch.device("cuda"))["fusion_speedup_smallest_cuda"] == 2.0
+    assert fusion.figures(rows, 1.0, torch.device("cuda"))["fusion_eager_smallest_s_cuda"] == 0.2

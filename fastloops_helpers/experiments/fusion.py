@@ -119,17 +119,21 @@ def sweep(
 
 
 def figures(rows: list[dict[str, Any]], compile_s: float, device: torch.device | str = "cpu") -> dict[str, float]:
-    """Return the figures the notebook and the benchmark report: compile time, speed-ups at both ends.
+    """Return the figures the notebook and the benchmark report: compile time, speed-ups and times at both ends.
 
     Measured on a device other than the CPU, every name ends with its type (`fusion_speedup_largest_cuda`):
     a GPU's speed-up is another figure than the CPU's, which the claims registry reads.
     """
     suffix = "" if torch.device(device).type == "cpu" else f"_{torch.device(device).type}"
     found = {"compile_s": compile_s}
+    if rows:  # the medians behind the speed-ups (which are medians of per-round ratios, from the same rounds)
+        found |= {"fusion_eager_largest_s": rows[-1]["eager_s"], "fusion_eager_smallest_s": rows[0]["eager_s"]}
     if rows and "speedup" in rows[0]:
         found |= {
             "fusion_speedup_largest": float(rows[-1]["speedup"]),
             "fusion_speedup_smallest": float(rows[0]["speedup"]),
+            "fusion_compiled_largest_s": rows[-1]["compiled_s"],
+            "fusion_compiled_smallest_s": rows[0]["compiled_s"],
         }
     return {key + suffix: value for key, value in found.items()}
 

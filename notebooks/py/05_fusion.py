@@ -22,6 +22,7 @@ import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth, fusion
 from fastloops_helpers.measure import plots
 
@@ -65,14 +66,18 @@ pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in fusion.traffic_bytes(n, dtype
     columns={"eager": "eager MiB moved", "fused": "fused MiB moved"})
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **Prediction.** Dividing those bytes by this machine's copy bandwidth gives a floor for each version's time.
-# When the tensors are far larger than the caches, the eager chain should take at least its floor, and more:
-# each of its six ops allocates a fresh full-size output, and for large tensors the allocator hands out new
-# pages that the kernel zeroes on first touch, one more write pass per op: (15 + 6) / 15, about 1.4x the floor,
-# so we predict 1-1.5x. Fusion should then gain up to 15 / 2 = 7.5x, less where the arithmetic (sin and cos are
-# not cheap) becomes the limit of the fused kernel. When the tensors fit in cache, memory traffic is cheap and
-# the gain should shrink; for tiny tensors the fixed cost per call (Python dispatch per op eager, guard checks
-# for the compiled function) dominates.
+# **Prediction.** Dividing those bytes by this machine's copy bandwidth (notebook 00's copy, below, timed by
+# `bandwidth.copy_bandwidth`) gives a floor for each version's time. When the tensors are far larger than the
+# caches, the eager chain should take at least its floor, and more: each of its six ops allocates a fresh full-size
+# output, and for large tensors the allocator hands out new pages that the kernel zeroes on first touch, one more
+# write pass per op: (15 + 6) / 15, about 1.4x the floor, so we predict 1-1.5x. Fusion should then gain up to 15 / 2
+# = 7.5x, less where the arithmetic (sin and cos are not cheap) becomes the limit of the fused kernel. When the
+# tensors fit in cache, memory traffic is cheap and the gain should shrink; for tiny tensors the fixed cost per call
+# (Python dispatch per op eager, guard checks for the compiled function) dominates.
+
+# %% slideshow={"slide_type": "subslide"}
+# the yardstick: notebook 00's copy of one buffer into another (read + write counted)
+show_code(bandwidth.torch_copy)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 bw = bandwidth.copy_bandwidth(bandwidth_mb * 2**20, repeat=repeat)

@@ -52,3 +52,19 @@ def test_bad_inputs_are_named(tmp_path):
 
 def test_missing_ffcv_message_says_how_to_add_it():
     assert "pip install ffcv" in ffcv_io.MISSING and "libturbojpeg" in ffcv_io.MISSING
+
+
+def test_batches_hand_out_the_loaders_batches_and_close_its_thread_early(tmp_path):
+    X, y = np.arange(60, dtype=np.float32).reshape(30, 2), np.arange(30) % 3
+    path = ffcv_io.write_table_beton(tmp_path / "b.beton", X, y)
+    loader = ffcv_io.table_loader(path, batch_size=8, order="sequential", drop_last=True)
+    batches = ffcv_io.Batches(loader)
+    assert len(batches) == len(loader) == 3
+    for _ in range(2):  # a fresh iterator each epoch
+        got = [xb.clone() for xb, _ in batches]
+        assert torch.equal(torch.cat(got), torch.from_numpy(X[:24]))
+    it = iter(batches)
+    next(it)
+    reader = it.gi_frame.f_locals["batches"]  # FFCV's epoch iterator inside the generator
+    it.close()  # the loop leaves early
+    assert reader.terminate_event.is_set()  # FFCV's close() stops its reader thread with this event

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import io
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -170,3 +171,29 @@ def image_loader(
         drop_last=drop_last,
         pipelines={"image": image_pipe, "label": _label_pipeline(device)},
     )
+
+
+class Batches:
+    """An FFCV Loader as the training loop takes it: each epoch a fresh iterator, one batch per step, closed at the end.
+
+    FFCV decodes and collates every batch in its own thread with numba-compiled code that a notebook cannot show
+    (ffcv's, not the project's); this loop is where its batches enter the project's code, so the experiments hand
+    out FFCV's batches through it (`otto.make_loaders`, `cifar.make_loaders`) and a notebook shows it: a change here
+    (touch each batch, keep a copy of it) is what the notebook measures. It costs one generator step per batch.
+    Explained in notebooks/10_ffcv_otto.ipynb.
+    """
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def __len__(self) -> int:
+        return len(self.loader)
+
+    def __iter__(self) -> Iterator[Any]:
+        batches = iter(self.loader)  # starts FFCV's reader thread for this epoch
+        try:
+            # one yield per batch (not `yield from`): every batch passes this line, where a change to it is timed
+            for batch in batches:  # noqa: UP028  # each batch is a view into FFCV's buffers, reused a few batches later
+                yield batch
+        finally:
+            batches.close()  # stops the reader thread when the loop leaves the epoch early

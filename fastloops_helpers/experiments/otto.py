@@ -37,8 +37,10 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, se
     cuda = device.type == "cuda"
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(
-            data["beton"], batch_size, num_workers=1, order="random", device=device, seed=seed, drop_last=True
+        loaders["FFCV"] = ffcv_io.Batches(
+            ffcv_io.table_loader(
+                data["beton"], batch_size, num_workers=1, order="random", device=device, seed=seed, drop_last=True
+            )
         )
     loaders["DataLoader"] = torch.utils.data.DataLoader(
         otto_csv.OttoRows(data["X"], data["y"]),
@@ -168,8 +170,10 @@ def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.d
     """
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(
-            data["beton"], batch_size, num_workers=1, order="sequential", device=device, drop_last=True
+        loaders["FFCV"] = ffcv_io.Batches(
+            ffcv_io.table_loader(
+                data["beton"], batch_size, num_workers=1, order="sequential", device=device, drop_last=True
+            )
         )
     loaders["DataLoader"] = torch.utils.data.DataLoader(
         otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size, num_workers=1, pin_memory=device.type == "cuda"

@@ -23,7 +23,8 @@
 # (shuffled) training split.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # annotations stay text: the cells that show package code run as written
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -32,9 +33,10 @@ from torch import nn
 
 from fastloops_helpers import BatchLoader, config, measure, move_to
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import ffcv_io, otto_csv
 from fastloops_helpers.experiments import otto
-from fastloops_helpers.experiments.training import train_step
+from fastloops_helpers.experiments.training import Step, train_step
 from fastloops_helpers.measure import plots
 from fastloops_helpers.models import MLP
 
@@ -69,42 +71,10 @@ seed = 0                                        # data, split, weights and every
 # the package:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.ffcv_io
 # the writer's worker processes import Pairs from the package; notebook 11 writes its images with the same code
-class Pairs:
-    """An indexable of (x, y) pairs over two arrays, as DatasetWriter expects (picklable for its workers)."""
+show_code(ffcv_io.Pairs, ffcv_io.write_table_beton)
 
-    def __init__(self, X: np.ndarray, y: np.ndarray) -> None:
-        if len(X) != len(y):
-            raise ValueError(f"X and y differ in length: {len(X)} vs {len(y)}")
-        self.X, self.y = X, np.asarray(y, dtype=np.int64)
-
-    def __len__(self) -> int:
-        return len(self.X)
-
-    def __getitem__(self, index: int) -> tuple[np.ndarray, int]:
-        return self.X[index], int(self.y[index])
-
-
-def _write(path: str | Path, fields: dict[str, Any], data: Pairs, num_workers: int) -> Path:
-    ffcv = require_ffcv()
-    path = Path(path)
-    with staged(path) as tmp:
-        writer = ffcv.writer.DatasetWriter(str(tmp), fields, num_workers=num_workers)
-        with contextlib.redirect_stderr(io.StringIO()):  # its tqdm bar prints a rate that changes every run
-            writer.from_indexed_dataset(data)
-    return path
-
-
-def write_table_beton(path: str | Path, X: np.ndarray, y: np.ndarray, num_workers: int = 1) -> Path:
-    """Write rows of a float32 table and int labels as `.beton` (NDArrayField + IntField), as for Otto."""
-    ffcv = require_ffcv()
-    X = np.ascontiguousarray(X, dtype=np.float32)
-    fields = {"x": ffcv.fields.NDArrayField(shape=X.shape[1:], dtype=np.dtype("float32")),
-              "y": ffcv.fields.IntField()}
-    return _write(path, fields, Pairs(X, y), num_workers)
-
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
     data = otto.prepare(rows, seed=seed)
 measure.show("generate (first run only), read, split, write .beton", t.seconds)
@@ -135,66 +105,36 @@ except ValueError as err:
 #
 # * **FFCV**: `ffcv_io.write_table_beton` stores each row as an `NDArrayField` (93 float32) plus an `IntField`
 #   (done once, above); `ffcv_io.table_loader` reads it with the seed's pipeline (decode, `ToTensor`,
-#   `ToDevice`, `Squeeze` for the labels), one worker thread, `OrderOption.RANDOM`.
+#   `ToDevice`, `Squeeze` for the labels), one worker thread, `OrderOption.RANDOM`. That pipeline runs as
+#   numba-compiled code inside ffcv, which no cell can show; `ffcv_io.Batches` is the loop in which its batches
+#   reach ours, one per step.
 # * **DataLoader**: the seed's per-sample Dataset (`otto_csv.OttoRows`), batch 1024, `num_workers=1`,
 #   `pin_memory` when there is a GPU: 1024 `__getitem__` calls and a collate per batch.
 # * **helpers**: `BatchLoader((X, y), batch_size=1024, shuffle=True)` over two tensors (on the device when
 #   there is a GPU): one `randperm` per epoch and one gather per batch.
 #
-# All three shuffle every epoch and drop the last partial batch (FFCV's default). The seed's Dataset and its
-# FFCV Loader first, then `make_loaders`, which builds the three:
+# All three shuffle every epoch and drop the last partial batch (FFCV's default). The seed's Dataset, its
+# FFCV Loader and the helpers' gather first (each rendered from the package code that runs), then
+# `make_loaders`, which builds the three:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.otto_csv
 # runs in the DataLoader's worker process, which imports it from the package
-class OttoRows(torch.utils.data.Dataset):
-    """The seed's per-sample dataset: `__getitem__` returns one (float32 row, label); for DataLoader."""
+show_code(otto_csv.OttoRows)
 
-    def __init__(self, X: np.ndarray, y: np.ndarray) -> None:
-        self.X, self.y = X, y
+# %% slideshow={"slide_type": "-"}
+# the package's FFCV layer, which notebook 11 and the benchmarks share (ffcv is imported only when called),
+# and the helpers' loader: one index per epoch, one gather per chunk of batches (notebook 03 builds it)
+show_code(ffcv_io.table_loader, ffcv_io.Batches, BatchLoader._batches, BatchLoader._iter_gathered)
 
-    def __len__(self) -> int:
-        return len(self.X)
-
-    def __getitem__(self, index: int) -> tuple[np.ndarray, np.int64]:
-        return self.X[index].astype(np.float32), self.y[index]
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.ffcv_io
-# the package's FFCV layer, which notebook 11 and the benchmarks share (ffcv is imported only when called)
-def _order(name: str) -> Any:
-    ffcv = require_ffcv()
-    if name not in ORDERS:
-        raise ValueError(f"order must be one of {', '.join(ORDERS)}, got {name!r}")
-    return getattr(ffcv.loader.OrderOption, name.upper())
-
-
-def _label_pipeline(device: torch.device) -> list[Any]:
-    ffcv = require_ffcv()
-    t = ffcv.transforms
-    return [ffcv.fields.decoders.IntDecoder(), t.ToTensor(), t.ToDevice(device, non_blocking=True), t.Squeeze()]
-
-
-def table_loader(path: str | Path, batch_size: int = 1024, num_workers: int = 1, order: str = "random",
-                 device: torch.device | str = "cpu", seed: int = 0, drop_last: bool = False) -> Any:
-    """Return the seed's FFCV Loader over a table `.beton`: yields (x float32 (B, F), y int64 (B,))."""
-    ffcv = require_ffcv()
-    device = torch.device(device)
-    x_pipe = [ffcv.fields.decoders.NDArrayDecoder(), ffcv.transforms.ToTensor(),
-              ffcv.transforms.ToDevice(device, non_blocking=True)]
-    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
-                              seed=seed, drop_last=drop_last,
-                              pipelines={"x": x_pipe, "y": _label_pipeline(device)})
-
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 #@save fastloops_helpers.experiments.otto
 def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """Return the three loaders the seed compares (FFCV only when importable), each shuffling every epoch."""
     cuda = device.type == "cuda"
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="random",
-                                               device=device, seed=seed, drop_last=True)
+        loaders["FFCV"] = ffcv_io.Batches(ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="random",
+                                                               device=device, seed=seed, drop_last=True))
     loaders["DataLoader"] = torch.utils.data.DataLoader(
         otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size, shuffle=True, num_workers=1,
         pin_memory=cuda, drop_last=True, generator=torch.Generator().manual_seed(seed))
@@ -286,35 +226,11 @@ for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "ott
 # model with the same initial weights:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.models
-# the seed's MySuperPooperNetwork; notebook 12 trains the same model
-class MLP(nn.Sequential):
-    """The seed's Otto classifier: in_features -> hidden -> hidden -> out_features with ReLUs."""
+# the seed's MySuperPooperNetwork (notebook 12 trains the same model), and the training step that notebooks 11
+# and 15 time behind their loaders too
+show_code(MLP, train_step)
 
-    def __init__(self, in_features: int = 93, out_features: int = 9, hidden: int = 256) -> None:
-        super().__init__(nn.Linear(in_features, hidden), nn.ReLU(),
-                         nn.Linear(hidden, hidden), nn.ReLU(),
-                         nn.Linear(hidden, out_features))
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.training
-# the training step that notebooks 11 and 15 time behind their loaders too
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Step:
-    """Return a function that runs one training step (forward, loss, backward, optimizer step) on a batch."""
-    loss_fn = nn.CrossEntropyLoss()
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> float:
-        x, y = move_to((x, y), device, non_blocking=True)
-        y = y.flatten()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x.float()), y)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return step
-
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 #@save fastloops_helpers.experiments.otto
 def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     """Return a factory of fresh MLP training steps (same initial weights each time), Adam lr 5e-4 as the seed."""
@@ -380,8 +296,8 @@ def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.d
     """Return the seed's loaders: no shuffle, one worker, pinned memory (where a GPU makes it mean anything)."""
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:
-        loaders["FFCV"] = ffcv_io.table_loader(data["beton"], batch_size, num_workers=1, order="sequential",
-                                               device=device, drop_last=True)
+        loaders["FFCV"] = ffcv_io.Batches(ffcv_io.table_loader(data["beton"], batch_size, num_workers=1,
+                                                               order="sequential", device=device, drop_last=True))
     loaders["DataLoader"] = torch.utils.data.DataLoader(otto_csv.OttoRows(data["X"], data["y"]), batch_size=batch_size,
                                                         num_workers=1, pin_memory=device.type == "cuda")
     tensors = move_to((torch.from_numpy(data["X"]), torch.from_numpy(data["y"])), device)

@@ -44,15 +44,6 @@ def test_numpy_torch_sharing_as_the_seed_says():
     assert shared[0] == 5 and copied[0] == 0
 
 
-def test_numpy_copy_copies_and_copy_rate_counts_both_buffers():
-    src, dst = np.arange(4, dtype=np.float32), np.zeros(4, np.float32)
-    storage.numpy_copy(dst, src)
-    assert dst.tolist() == [0.0, 1.0, 2.0, 3.0]
-    seen = []
-    assert storage.copy_rate(lambda d, s: seen.append((d.nbytes, s.nbytes)), 2**16, repeat=2) > 0
-    assert set(seen) == {(2**16, 2**16)}  # the copy gets two buffers of `nbytes`: read + write are both counted
-
-
 def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
     """Each factory returns a named function, not a lambda: notebook 08's liveness check slows what it times."""
     import time

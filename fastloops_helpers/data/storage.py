@@ -1,7 +1,7 @@
 """Read throughput of a data file: from the page cache, and cold (O_DIRECT, or the best this OS allows).
 
-A read from the page cache is one copy, so `copy_rate(numpy_copy, ...)` (one thread, read and write counted, as
-notebook 00 counts them) is its prediction; notebook 06 sets `torch.save`'s copies against it too.
+A read from the page cache is one copy, so notebook 00's numpy copy rate (`bandwidth.copy_bandwidth(n, "numpy")`,
+one thread, read and write counted) is its prediction; notebook 06 sets `torch.save`'s copies against it too.
 
 Explained in notebooks/08_read_and_decode.ipynb.
 """
@@ -10,11 +10,7 @@ from __future__ import annotations
 
 import mmap
 import os
-from collections.abc import Callable
-from functools import partial
 from pathlib import Path
-
-import numpy as np
 
 from .. import measure
 
@@ -49,20 +45,6 @@ def write_file(path: str | Path, megabytes: int) -> Path:
         f.flush()
         os.fsync(f.fileno())  # dirty pages cannot be dropped from the cache; clean ones can
     return path
-
-
-def numpy_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """Copy `src` into `dst` on one thread: numpy's copy, the kind a read from the page cache and torch.save make."""
-    np.copyto(dst, src)
-
-
-def copy_rate(copy: Callable[[np.ndarray, np.ndarray], object], nbytes: int, repeat: int | None = None) -> float:
-    """Return GB/s of `copy(dst, src)` between two `nbytes` float32 buffers (median round; read + write counted)."""
-    n = max(nbytes // 4, 1)
-    src, dst = np.random.default_rng(0).random(n, dtype=np.float32), np.empty(n, np.float32)
-    calls = max(1, 2**26 // nbytes)  # small buffers: many copies per round, so that the clock can see them
-    seconds = measure.per_call({"copy": partial(copy, dst, src)}, number=calls, repeat=repeat)["copy"]
-    return 2 * n * 4 / measure.median(seconds) / 1e9
 
 
 def _read_all(fd: int, buf: mmap.mmap) -> int:

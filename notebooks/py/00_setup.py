@@ -132,8 +132,8 @@ _ = measure.predicted("cache copy / RAM copy", 2, float("inf"),
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The figure to remember is `copy_gb_per_s_ram`: the rate at which the machine streams a buffer far larger than
-# its caches. Notebooks 04, 05, 06 and 08 time the same copy (`bandwidth.copy_bandwidth`, with the package's
-# `torch_copy`) when they run, and set their own predictions against the rate they measure, so a busy moment moves
+# its caches. Notebooks 04, 05, 06 and 08 time the same copies (`bandwidth.copy_bandwidth`, with the package's
+# `torch_copy`, or `numpy_copy` where the copy they predict is numpy's) when they run, and set their own predictions against the rate they measure, so a busy moment moves
 # both alike. The RAM estimate misses on a server (more memory channels) or under a neighbour that streams memory
 # too; the cache ratio depends on the cache sizes of this CPU, and at the smoke scale the "RAM" buffer may still
 # partly fit in a large last-level cache.

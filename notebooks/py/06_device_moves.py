@@ -24,7 +24,7 @@ import torch
 from fastloops_helpers import config, measure, tree
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.data import storage
+from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.experiments import devices
 from fastloops_helpers.measure import plots
 
@@ -247,15 +247,15 @@ print(f"move_to over the fastest method: {devices.figures(rows, [])['move_to_ove
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now the prediction for `torch.save`, with this machine's copy rate for a buffer of the size of `xs` (notebook
-# 00's measurement, repeated here with notebook 08's `numpy_copy`: numpy's single-threaded copy, the kind
+# 00's measurement, repeated here with its `numpy_copy`: numpy's single-threaded copy, the kind
 # `torch.save` and `torch.load` do):
 
 # %% slideshow={"slide_type": "-"}
-show_code(storage.numpy_copy)
+show_code(bandwidth.numpy_copy)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 xs_bytes = sum(t.numel() * t.element_size() for t in [xs["cim"], *xs["pim"], *xs["im"].values()])
-rate = storage.copy_rate(storage.numpy_copy, xs_bytes, repeat=rounds)  # GB/s, read + write; one thread, as torch.save
+rate = bandwidth.copy_bandwidth(xs_bytes, "numpy", repeat=rounds)  # GB/s, read + write; one thread, as torch.save
 save = per_call.loc["torch.save + load(map_location)"]
 predicted_us = save["small"] + 2 * 2 * xs_bytes / (rate * 1e9) * 1e6
 print(f"xs: {xs_bytes / 1e6:.1f} MB; copy rate {rate:.1f} GB/s")

@@ -24,7 +24,7 @@ from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import decoders, storage
 from fastloops_helpers.data.storage import CHUNK
-from fastloops_helpers.experiments import readdecode
+from fastloops_helpers.experiments import bandwidth, readdecode
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -61,21 +61,17 @@ figures, rows = {}, []
 show_code(storage._read_all, storage.read_cached, storage.read_cold)
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# The copy whose rate predicts the page cache's: numpy's, on one thread, one buffer into another (`copy_rate`
-# times it in rounds and counts the bytes read and written, as notebook 00 does):
+# The copy whose rate predicts the page cache's: numpy's, on one thread, one buffer into another: notebook
+# 00's `numpy_copy`, timed by the same `bandwidth.copy_bandwidth` (in rounds, bytes read and written counted):
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.data.storage
-def numpy_copy(dst: np.ndarray, src: np.ndarray) -> None:
-    """Copy `src` into `dst` on one thread: numpy's copy, the kind a read from the page cache and torch.save make."""
-    np.copyto(dst, src)
-
+show_code(bandwidth.numpy_copy)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 path = storage.write_file(config.data_dir() / f"readtest-{file_mb}mb.bin", file_mb)
 cached = storage.read_cached(path, repeat=3)
 cold, method = storage.read_cold(path, repeat=2)
-copy_rate = storage.copy_rate(numpy_copy, 64 * 2**20)  # GB/s, read + write counted, as notebook 00
+copy_rate = bandwidth.copy_bandwidth(64 * 2**20, "numpy")  # GB/s, read + write counted, as notebook 00
 predicted_cached = copy_rate / 2 * 1e3  # MB/s of data read
 print(f"{file_mb} MB file | cold read by: {method}")
 print(f"page cache: {cached:,.0f} MB/s | cold: {cold:,.0f} MB/s | ratio {cached / cold:.1f}x")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
@@ -22,39 +23,82 @@ from . import BenchResult
 FULL = ("numpy permutation", "numpy shuffle (in place)", "torch randperm")
 
 
+def numpy_permutation(n: int, rng: np.random.Generator) -> np.ndarray:
+    """numpy's full shuffle into a new array: Fisher-Yates, one random draw and one swap per index."""
+    return rng.permutation(n)
+
+
+def numpy_shuffle(index: np.ndarray, rng: np.random.Generator) -> None:
+    """The same Fisher-Yates in place, over an index array made once."""
+    rng.shuffle(index)
+
+
+def torch_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
+    """torch's full shuffle, on the generator's device (a CUDA generator: the GPU's randperm)."""
+    return torch.randperm(n, generator=generator, device=generator.device)
+
+
+@dataclass(frozen=True)
+class Contenders:
+    """The permutations timed: notebook 04 passes the ones its cells define (and the helpers' it renders)."""
+
+    permutation: Callable[[int, np.random.Generator], Any] = numpy_permutation
+    shuffle: Callable[[np.ndarray, np.random.Generator], Any] = numpy_shuffle
+    randperm: Callable[[int, torch.Generator], torch.Tensor] = torch_randperm
+    slide: Callable[..., torch.Tensor] = slide_grouped_permutation
+    grouped: Callable[..., torch.Tensor] = grouped_permutation
+
+
+def _contenders(contenders: Contenders | None, slide: Callable[..., torch.Tensor] | None) -> Contenders:
+    found = contenders or Contenders()
+    return replace(found, slide=slide) if slide is not None else found
+
+
 def permuters(
-    n: int, group_size: int, seed: int = 0, slide: Callable[..., torch.Tensor] = slide_grouped_permutation
+    n: int,
+    group_size: int,
+    seed: int = 0,
+    slide: Callable[..., torch.Tensor] | None = None,
+    contenders: Contenders | None = None,
 ) -> dict[str, Callable[[], Any]]:
     """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present).
 
-    `slide` is the slide's grouped shuffle: notebook 04 passes the one its cell defines.
+    `contenders` holds the functions called (default: the package's); `slide`, when given, replaces its slide's
+    grouped shuffle.
     """
+    c = _contenders(contenders, slide)
     rng = np.random.default_rng(seed)
     gen = torch.Generator().manual_seed(seed)
     index = np.arange(n)
     fns = {
-        "numpy permutation": lambda: rng.permutation(n),
-        "numpy shuffle (in place)": lambda: rng.shuffle(index),
-        "torch randperm": lambda: torch.randperm(n, generator=gen),
-        f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
-        f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen),
+        "numpy permutation": lambda: c.permutation(n, rng),
+        "numpy shuffle (in place)": lambda: c.shuffle(index, rng),
+        "torch randperm": lambda: c.randperm(n, gen),
+        f"slide's grouped (g={group_size})": lambda: c.slide(n, group_size, gen),
+        f"grouped_permutation (g={group_size})": lambda: c.grouped(n, group_size, gen),
     }
     if torch.cuda.is_available():
         cuda_gen = torch.Generator("cuda").manual_seed(seed)
-        fns["torch randperm (cuda)"] = lambda: torch.randperm(n, generator=cuda_gen, device="cuda")
-        fns["grouped_permutation (cuda)"] = lambda: grouped_permutation(n, group_size, cuda_gen)
+        fns["torch randperm (cuda)"] = lambda: c.randperm(n, cuda_gen)
+        fns["grouped_permutation (cuda)"] = lambda: c.grouped(n, group_size, cuda_gen)
     return fns
 
 
 def time_permutations(
-    n: int, group_size: int, repeat: int, slide: Callable[..., torch.Tensor] = slide_grouped_permutation
+    n: int,
+    group_size: int,
+    repeat: int,
+    slide: Callable[..., torch.Tensor] | None = None,
+    contenders: Contenders | None = None,
 ) -> list[dict[str, Any]]:
     """Time every permuter at size `n`, interleaved; one row per method with median seconds and ns per index.
 
     Every row carries `speedup_over_full`: the median over rounds of the fastest full CPU permutation's
-    time over its own. `slide` is the slide's grouped shuffle to time. Explained in notebooks/04_fast_shuffle.ipynb.
+    time over its own. `contenders` (and `slide`) are the functions timed, as in `permuters`. Explained in
+    notebooks/04_fast_shuffle.ipynb.
     """
-    seconds = measure.interleaved(permuters(n, group_size, slide=slide), repeat=repeat, warmup=1, shuffle=True)
+    fns = permuters(n, group_size, slide=slide, contenders=contenders)
+    seconds = measure.interleaved(fns, repeat=repeat, warmup=1, shuffle=True)
     fastest = min(FULL, key=lambda m: measure.median(seconds[m]))
     rows = []
     for name, values in seconds.items():
@@ -80,24 +124,32 @@ def headline(rows: list[dict[str, Any]], n: int, method: str = "grouped_permutat
 
 
 def group_size_speed(
-    n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm", seed: int = 0
+    n: int,
+    group_sizes: Iterable[int],
+    repeat: int,
+    full_method: str = "torch randperm",
+    seed: int = 0,
+    contenders: Contenders | None = None,
 ) -> list[dict[str, Any]]:
-    """Time grouped_permutation at size `n` per group size, interleaved with the full permutation `full_method`.
+    """Time the grouped permutation at size `n` per group size, interleaved with the full permutation `full_method`.
 
-    One row per group size: median seconds and the median over rounds of full/grouped. Explained in
+    One row per group size: median seconds, the full permutation's median seconds in the same rounds, and the
+    median over rounds of full/grouped. `contenders` are the functions timed, as in `permuters`. Explained in
     notebooks/04_fast_shuffle.ipynb.
     """
     if full_method not in FULL:
         raise ValueError(f"full_method must be one of {FULL}, got {full_method!r}")
+    c = _contenders(contenders, None)
     gen = torch.Generator().manual_seed(seed)
-    fns: dict[str | int, Callable[[], Any]] = {full_method: permuters(n, 1, seed)[full_method]}
-    fns |= {g: partial(grouped_permutation, n, g, gen) for g in group_sizes}
+    fns: dict[str | int, Callable[[], Any]] = {full_method: permuters(n, 1, seed, contenders=c)[full_method]}
+    fns |= {g: partial(c.grouped, n, g, gen) for g in group_sizes}
     seconds = measure.interleaved(fns, repeat=repeat, warmup=1, desc="group sizes", shuffle=True)
     return [
         {
             "group_size": g,
             "seconds": measure.median(seconds[g]),
             "full_method": full_method,
+            "full_seconds": measure.median(seconds[full_method]),
             "speedup_over_full": measure.ratio(seconds, full_method, g),
         }
         for g in group_sizes
@@ -118,13 +170,18 @@ def sorted_blobs(
 
 
 def quasi_batches(
-    X: torch.Tensor, y: torch.Tensor, batch_size: int, page_size: int, seed: int
+    X: torch.Tensor,
+    y: torch.Tensor,
+    batch_size: int,
+    page_size: int,
+    seed: int,
+    quasi: Callable[..., np.ndarray] = quasi_random_permutation,
 ) -> Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]:
-    """Return epoch -> batches in FFCV's QUASI_RANDOM order (pages of `page_size`, 2 x batch_size open)."""
+    """Return epoch -> batches in FFCV's QUASI_RANDOM order `quasi` (pages of `page_size`, 2 x batch_size open)."""
 
     def epoch_batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         rng = np.random.default_rng([seed, epoch])
-        order = torch.from_numpy(quasi_random_permutation(len(y), page_size, 2 * batch_size, rng))
+        order = torch.from_numpy(quasi(len(y), page_size, 2 * batch_size, rng))
         for index in order.split(batch_size):
             yield X[index], y[index]
 
@@ -176,14 +233,26 @@ def _epochs_of(loader: Any) -> Callable[[int], Iterable[Any]]:
     return epoch_batches
 
 
-def _quasi_order(n: int, page_size: int, buffer_size: int, seed: int) -> np.ndarray:
-    return quasi_random_permutation(n, page_size, buffer_size, np.random.default_rng(seed))
+def _quasi_order(
+    n: int, page_size: int, buffer_size: int, seed: int, quasi: Callable[..., np.ndarray] = quasi_random_permutation
+) -> np.ndarray:
+    return quasi(n, page_size, buffer_size, np.random.default_rng(seed))
 
 
 def quality_rows(
-    n: int, group_sizes: Iterable[int], batch_size: int = 100, epochs: int = 2, classes: int = 10, seed: int = 0
+    n: int,
+    group_sizes: Iterable[int],
+    batch_size: int = 100,
+    epochs: int = 2,
+    classes: int = 10,
+    seed: int = 0,
+    quasi: Callable[..., np.ndarray] = quasi_random_permutation,
+    entropy_of: Callable[..., float] = batch_class_entropy,
 ) -> list[dict[str, Any]]:
-    """Class mix per batch (entropy, bits) and test accuracy after a short run, per order and group size."""
+    """Class mix per batch (entropy, bits) and test accuracy after a short run, per order and group size.
+
+    `quasi` makes FFCV's quasi-random order and `entropy_of` measures a class mix (notebook 04 passes its cells').
+    """
     from ..load.batch_loader import BatchLoader
 
     X, y = sorted_blobs(n, classes, seed=seed)
@@ -199,13 +268,13 @@ def quality_rows(
             (
                 "FFCV quasi-random",
                 g,
-                quasi_batches(X, y, batch_size, g, seed),
-                partial(_quasi_order, n, g, 2 * batch_size, seed),
+                quasi_batches(X, y, batch_size, g, seed, quasi),
+                partial(_quasi_order, n, g, 2 * batch_size, seed, quasi),
             )
         )
     rows = []
     for name, g, batches, make_order in measure.progress(orders, desc="orders"):
-        entropy = batch_class_entropy(y, make_order(), batch_size, classes)
+        entropy = entropy_of(y, make_order(), batch_size, classes)
         rows.append(
             {
                 "order": name,
@@ -222,14 +291,19 @@ def cost_curve(
     n_headline: int,
     group_size: int,
     repeat: int,
-    slide: Callable[..., torch.Tensor] = slide_grouped_permutation,
+    slide: Callable[..., torch.Tensor] | None = None,
+    contenders: Contenders | None = None,
 ) -> BenchResult:
     """Time full and grouped permutations at every N of `sizes` and at `n_headline`; return rows and figures.
 
-    Explained in notebooks/04_fast_shuffle.ipynb.
+    `contenders` (and `slide`) are the functions timed, as in `permuters`. Explained in notebooks/04_fast_shuffle.ipynb.
     """
     sizes = sorted(set(sizes) | {n_headline})
-    rows = [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat, slide)]
+    rows = [
+        row
+        for n in measure.progress(sizes, desc="N")
+        for row in time_permutations(n, group_size, repeat, slide, contenders)
+    ]
     key = f"grouped_speedup_2p{round(math.log2(n_headline))}"
     figures = {
         key: headline(rows, n_headline),
@@ -238,6 +312,9 @@ def cost_curve(
     }
     at_head = {r["method"]: r["seconds"] for r in rows if r["n"] == n_headline}
     figures["fastest_full_ns_per_index"] = min(at_head[m] for m in FULL) / n_headline * 1e9
+    # the medians behind the two speed-ups (those are medians of per-round ratios, from the same rounds)
+    for key, method in (("grouped", "grouped_permutation (g="), ("slide_grouped", "slide's grouped (g=")):
+        figures[f"{key}_ns_per_index"] = next(t for m, t in at_head.items() if m.startswith(method)) / n_headline * 1e9
     at_small = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == sizes[0]}
     figures["fastest_full_ns_per_index_smallest"] = min(at_small[m] for m in FULL)
     knobs = {"group_size": group_size, "sizes": sizes, "n_headline": n_headline, "threads": torch.get_num_threads()}

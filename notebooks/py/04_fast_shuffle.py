@@ -15,17 +15,16 @@
 # this notebook shows the code of each, then measures both sides of the trade.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 import pandas as pd
 import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth, shuffle
-from fastloops_helpers.load.order import VARIANTS  # the inner shuffles grouped_permutation reuses (16)
+# VARIANTS: the inner shuffles grouped_permutation reuses (16); _check: the argument check the orders share
+from fastloops_helpers.load.order import VARIANTS, _check, _fill_groups, grouped_permutation
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -46,9 +45,29 @@ print(f"N swept: {SIZES} + headline 2^{int(np.log2(N_HEADLINE))}; quality on {QU
 # ## 1. The code being timed: full shuffles and grouped ones
 #
 # A full shuffle is Fisher-Yates: `numpy`'s `permutation` and `shuffle` and `torch.randperm` walk the index
-# once, and swap every entry with one at a random place, drawing one random number per index. The slide's
-# remedy, as it reads: cut `range(n)` into consecutive groups, shuffle the order of the groups, then the indices
-# inside every group.
+# once, and swap every entry with one at a random place, drawing one random number per index. These three are the
+# full shuffles timed below:
+
+# %% slideshow={"slide_type": "-"}
+#@save fastloops_helpers.experiments.shuffle
+def numpy_permutation(n: int, rng: np.random.Generator) -> np.ndarray:
+    """numpy's full shuffle into a new array: Fisher-Yates, one random draw and one swap per index."""
+    return rng.permutation(n)
+
+
+def numpy_shuffle(index: np.ndarray, rng: np.random.Generator) -> None:
+    """The same Fisher-Yates in place, over an index array made once."""
+    rng.shuffle(index)
+
+
+def torch_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
+    """torch's full shuffle, on the generator's device (a CUDA generator: the GPU's randperm)."""
+    return torch.randperm(n, generator=generator, device=generator.device)
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The slide's remedy, as it reads: cut `range(n)` into consecutive groups, shuffle the order of the groups, then
+# the indices inside every group.
 
 # %% slideshow={"slide_type": "-"}
 #@save fastloops_helpers.teach.quasi_random
@@ -69,58 +88,8 @@ def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generato
 # (when `n` is not a multiple of the group size) is shuffled on its own and put at a random slot.
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.order
-# the loader's own shuffle (BatchLoader(shuffle="grouped") and the benchmark call the package's copy)
-def _check(n: int, group_size: int) -> None:
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
-    if group_size < 1:
-        raise ValueError(f"group_size must be >= 1, got {group_size}")
-
-
-def _gen_device(generator: torch.Generator | None) -> torch.device:
-    return generator.device if generator is not None else torch.device("cpu")
-
-
-def _randperm(n: int, generator: torch.Generator | None) -> torch.Tensor:
-    return torch.randperm(n, generator=generator, device=_gen_device(generator))
-
-
-def _fill_groups(out: torch.Tensor, groups: torch.Tensor, pick: torch.Tensor, table: torch.Tensor) -> None:
-    """Write group g's indices, reordered by inner shuffle table[pick], into each row of `out`."""
-    if groups.numel() == 0:
-        return
-    group_size = table.shape[1]
-    rows = out.view(groups.numel(), group_size)
-    torch.index_select(table, 0, pick, out=rows)
-    rows += (groups * group_size).unsqueeze(1)
-
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.load.order
-# the loader's own shuffle (BatchLoader(shuffle="grouped") and the benchmark call the package's copy)
-def grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None, *,
-                        device: torch.device | str | None = None, variants: int = VARIANTS) -> torch.Tensor:
-    """Return a random int64 permutation of range(n) built from shuffled groups of `group_size` indices."""
-    _check(n, group_size)
-    if variants < 1:
-        raise ValueError(f"variants must be >= 1, got {variants}")
-    device = torch.device(device) if device is not None else _gen_device(generator)
-    full, rest = divmod(n, group_size)
-    out = torch.empty(n, dtype=torch.int64, device=device)
-    order = _randperm(full, generator).to(device)
-    slot = int(torch.randint(0, full + 1, (1,), generator=generator, device=_gen_device(generator))) if rest else full
-    start = slot * group_size
-    if rest:
-        out[start:start + rest] = _randperm(rest, generator).to(device) + full * group_size
-    if full:
-        k = min(variants, full)
-        table = torch.stack([_randperm(group_size, generator) for _ in range(k)]).to(device)
-        pick = torch.randint(0, k, (full,), generator=generator, device=_gen_device(generator)).to(device)
-        _fill_groups(out[:start], order[:slot], pick[:slot], table)
-        _fill_groups(out[start + rest:], order[slot:], pick[slot:], table)
-    return out
-
+# the loader's own shuffle (BatchLoader(shuffle="grouped")); the notebook times this object
+show_code(grouped_permutation, _fill_groups)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Both results are true permutations of `range(n)`, groups of 5 here:
@@ -136,29 +105,14 @@ for name, perm in small.items():
     print(f"{name} is a permutation of range(23): {sorted(perm.tolist()) == list(range(23))}, dtype {perm.dtype}")
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# These are the contenders `shuffle.time_permutations` times at every N, interleaved (the full shuffles, the
-# slide's grouped shuffle as the notebook passes it, and the helpers'):
+# `shuffle.time_permutations` times these contenders at every N, interleaved: the three full shuffles, the slide's
+# grouped shuffle and the helpers', each the object the notebook holds, handed over in `contenders`.
+# `shuffle.permuters` makes one permutation per call of each:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.shuffle
-# the benchmark's contenders (`python -m fastloops_helpers.book.bench shuffle` times the same)
-def permuters(n: int, group_size: int, seed: int = 0,
-              slide: Callable[..., torch.Tensor] = slide_grouped_permutation) -> dict[str, Callable[[], Any]]:
-    """Return {method: fn()} making one permutation of range(n) each call (CUDA randperm when present)."""
-    rng = np.random.default_rng(seed)
-    gen = torch.Generator().manual_seed(seed)
-    index = np.arange(n)
-    fns = {"numpy permutation": lambda: rng.permutation(n),
-           "numpy shuffle (in place)": lambda: rng.shuffle(index),
-           "torch randperm": lambda: torch.randperm(n, generator=gen),
-           f"slide's grouped (g={group_size})": lambda: slide(n, group_size, gen),
-           f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
-    if torch.cuda.is_available():
-        cuda_gen = torch.Generator("cuda").manual_seed(seed)
-        fns["torch randperm (cuda)"] = lambda: torch.randperm(n, generator=cuda_gen, device="cuda")
-        fns["grouped_permutation (cuda)"] = lambda: grouped_permutation(n, group_size, cuda_gen)
-    return fns
-
+contenders = shuffle.Contenders(permutation=numpy_permutation, shuffle=numpy_shuffle, randperm=torch_randperm,
+                                slide=slide_grouped_permutation, grouped=grouped_permutation)
+show_code(shuffle.permuters)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. What does a permutation cost?
@@ -183,7 +137,7 @@ print(f"copy bandwidth here: {bw:.1f} GB/s -> streaming 2^{int(np.log2(N_HEADLIN
       f"through memory once takes about {floor * 1e3:.0f} ms")
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-result = shuffle.cost_curve(SIZES, N_HEADLINE, GROUP_SIZE, REPEAT, slide=slide_grouped_permutation)
+result = shuffle.cost_curve(SIZES, N_HEADLINE, GROUP_SIZE, REPEAT, contenders=contenders)
 table = result.table()
 table.pivot(index="n", columns="method", values="ns_per_index").round(1)
 
@@ -309,7 +263,8 @@ print(quasi_random_permutation(24, 6, 2, np.random.default_rng(0)).tolist())
 # and trains a small MLP for a few epochs with SGD on the data in that order, then tests it on a held-out set.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-quality = pd.DataFrame(shuffle.quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS))
+quality = pd.DataFrame(shuffle.quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS,
+                                        quasi=quasi_random_permutation, entropy_of=batch_class_entropy))
 quality.round(3)
 
 
@@ -352,7 +307,8 @@ _ = plots.save(fig, "04_fast_shuffle-quality")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 fastest_method = full.loc[full.n == N_HEADLINE].sort_values("seconds").method.iloc[0]
-speed = pd.DataFrame(shuffle.group_size_speed(N_HEADLINE, GROUP_SIZES, REPEAT, full_method=fastest_method))
+speed = pd.DataFrame(shuffle.group_size_speed(N_HEADLINE, GROUP_SIZES, REPEAT, full_method=fastest_method,
+                                             contenders=contenders))
 grouped_q = quality[quality.order == "grouped"].set_index("group_size")
 trade = speed.assign(entropy_bits=grouped_q.loc[speed.group_size, "entropy_bits"].values,
                      test_accuracy=grouped_q.loc[speed.group_size, "test_accuracy"].values)
@@ -394,6 +350,9 @@ figures = dict(result.figures, full_entropy_bits=full_h, full_test_accuracy=full
                quasi_random_entropy_min_over_full=quasi.entropy_bits.min() / full_h)
 figures.update({f"grouped_entropy_g{g}": h for g, h in grouped_q.entropy_bits.items()})
 figures.update({f"grouped_speedup_g{g}": s for g, s in zip(trade.group_size, trade.speedup_over_full)})
+# the medians behind those speed-ups, from the same rounds
+figures.update({f"grouped_ns_per_index_g{g}": t / N_HEADLINE * 1e9 for g, t in zip(trade.group_size, trade.seconds)})
+figures["group_sweep_full_ns_per_index"] = trade.full_seconds.iloc[0] / N_HEADLINE * 1e9
 path = measure.save_results("04_fast_shuffle", figures, rows=result.rows + quality.to_dict("records"),
                            knobs=dict(result.knobs, group_sizes=GROUP_SIZES, quality_n=QUALITY_N,
                                       batch_size=BATCH_SIZE, epochs=EPOCHS), repeats=REPEAT)
@@ -482,7 +441,7 @@ def ex3_seconds(threads: int) -> dict[str, float]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        found = shuffle.time_permutations(max(SIZES), GROUP_SIZE, REPEAT, slide=slide_grouped_permutation)
+        found = shuffle.time_permutations(max(SIZES), GROUP_SIZE, REPEAT, contenders=contenders)
     finally:
         torch.set_num_threads(before)
     return {r["method"]: r["seconds"] for r in found}

@@ -24,8 +24,8 @@ def test_a_cell_is_slowed_at_each_call_and_each_yield():
     )
     slowed = liveness.slowed_source(source, 0.05)
     assert slowed.splitlines()[0] == "%timeit list(f(3))"  # magics kept as they were
-    assert slowed.count("sleep(max(0.05, 2 *") == 3  # f's finally, f's yield, g's finally
-    scope: dict = {}
+    assert slowed.count("stall(_liveness_t, 0.05)") == 3  # f's finally, f's yield, g's finally
+    scope: dict = {"_liveness_now": liveness.now, "_liveness_stall": liveness.stall}
     exec(liveness._parseable(slowed), scope)
     f = scope["f"].__func__
     start = time.perf_counter()
@@ -72,7 +72,8 @@ def test_the_edited_notebook_slows_what_it_renders_and_drops_solutions():
         nbformat.v4.new_code_cell("def mine():\n    return 1", metadata={"tags": ["solution"]}),
     ]
     cells = liveness.edited(nb).cells
-    assert len(cells) == 2 and cells[1].source.endswith("liveness.slow(BatchLoader.__iter__)")
+    assert len(cells) == 3 and cells[0].source.startswith(liveness.IMPORT)
+    assert cells[2].source.endswith("liveness.slow(BatchLoader.__iter__)")
 
 
 def test_timing_figures_are_named_by_their_unit_and_move_the_slow_way():
@@ -102,3 +103,16 @@ def test_a_class_with_generated_methods_is_slowed_where_it_has_source():
 
     written = [f for f in liveness._targets(ImageData) if liveness._has_source(f)]
     assert liveness._targets(ImageData) == written  # the generated __init__ is left out, not an error
+
+
+def test_a_compiled_function_is_slowed_at_each_call_not_once_while_traced():
+    import torch
+
+    scope: dict = {"_liveness_now": liveness.now, "_liveness_stall": liveness.stall}
+    exec(liveness.slowed_source("def f(x):\n    return (x * 2).sum()", 0.05), scope)
+    compiled = torch.compile(scope["f"], backend="eager")
+    x = torch.ones(4)
+    compiled(x)  # traced here
+    start = time.perf_counter()
+    assert compiled(x).item() == 8.0
+    assert time.perf_counter() - start >= 0.05

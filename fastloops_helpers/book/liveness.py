@@ -29,19 +29,35 @@ import re
 import sys
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
+
+import torch
 
 SLEEP_S = 0.002  # the least a slowed call (or the stretch between two yields) is made to wait
 SLOWDOWN = 3  # a shown function takes this many times as long (x3 against x1.5: a busy machine's swings pass)
 FACTOR = 1.5  # a duration must grow, a rate shrink, at least this much
-START = "_liveness_t = __import__('time').perf_counter()"
-SLEEP = f"__import__('time').sleep(max({{s}}, {SLOWDOWN - 1} * (__import__('time').perf_counter() - _liveness_t)))"
+START = "_liveness_t = _liveness_now()"
+SLEEP = "_liveness_stall(_liveness_t, {s})"
+IMPORT = "from fastloops_helpers.book.liveness import now as _liveness_now, stall as _liveness_stall"
 DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
 RATE = re.compile(r"(?:^|_)per_s(?:_|$)")
 INTERVAL = re.compile(r"_ci_(?:low|high)$")
 SHOW = "show_code"
 INHERIT = "FASTLOOPS_LIVENESS_SLOWED"  # "module:qualname:seconds;..." slowed in a liveness run's kernel
+
+
+@torch.compiler.disable  # run at each call, not read once while torch.compile traces a slowed function
+def now() -> float:
+    """Return the clock a slowed function reads when it starts (and after each yield)."""
+    return time.perf_counter()
+
+
+@torch.compiler.disable
+def stall(start: float, seconds: float) -> None:
+    """Sleep `SLOWDOWN - 1` times as long as the code since `start` took, and at least `seconds`."""
+    time.sleep(max(seconds, (SLOWDOWN - 1) * (time.perf_counter() - start)))
 
 
 def _parseable(source: str) -> str:
@@ -183,6 +199,7 @@ def _slow_function(func: Any, seconds: float) -> None:
     outer = "def __outer__():\n" + "".join(f"    {v} = None\n" for v in free)
     outer += textwrap.indent(source, "    ") + "\n    return __slowed__\n"
     scope: dict[str, Any] = {}
+    func.__globals__.update(_liveness_now=now, _liveness_stall=stall)
     exec(compile(outer, inspect.getsourcefile(func) or "<slowed>", "exec"), func.__globals__, scope)
     func.__code__ = scope["__outer__"]().__code__.replace(co_name=func.__code__.co_name)
 
@@ -190,7 +207,7 @@ def _slow_function(func: Any, seconds: float) -> None:
 def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
     """Return a copy of notebook `nb` as the liveness run executes it: cells slowed, renders slowed, no solutions."""
     out = copy.deepcopy(nb)
-    cells = []
+    cells = [_new_cell(IMPORT + "  # what a slowed function calls")]
     for cell in _without_solutions(out).cells:
         if cell.cell_type != "code":
             cells.append(cell)

@@ -125,15 +125,17 @@ def make_loaders(
     """
     loaders: dict[str, Any] = {}
     if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
-        loaders["FFCV"] = ffcv_io.image_loader(
-            data["beton"],
-            batch_size,
-            num_workers=1,
-            order="quasi_random",
-            device=device,
-            size=crop,
-            ratio=crop / resize,
-            seed=seed,
+        loaders["FFCV"] = ffcv_io.Batches(
+            ffcv_io.image_loader(
+                data["beton"],
+                batch_size,
+                num_workers=1,
+                order="quasi_random",
+                device=device,
+                size=crop,
+                ratio=crop / resize,
+                seed=seed,
+            )
         )
     loaders["DataLoader"] = torch_loader(
         data["images"], data["labels"], batch_size, device, resize, crop, seed, num_workers

@@ -19,18 +19,18 @@
 # load-only step 97 % faster but its full WRN-28-10 step only about 11 % faster.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-from __future__ import annotations  # the shown cells' type hints stay unevaluated, as in the package
-
 import math
 
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch import Tensor
 
-from fastloops_helpers import config, measure
+from fastloops_helpers import BatchLoader, config, measure
 from fastloops_helpers.book import claims
+from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import cifar10, ffcv_io
-from fastloops_helpers.experiments import cifar
+from fastloops_helpers.experiments import cifar, training
 from fastloops_helpers.load import transforms
 from fastloops_helpers.measure import plots
 from fastloops_helpers.models import WideResNet, count_parameters
@@ -101,38 +101,13 @@ except ValueError as err:
 # of `crop / resize` = 2/3 of the side, resized to `crop`), `ToTensor`, `ToDevice` and `ToTorchImage`, the
 # labels through `IntDecoder`, `ToTensor`, `ToDevice` and `Squeeze`; `QUASI_RANDOM` order, one worker thread.
 # numba compiles the pipeline on the first epoch, and each batch comes out as uint8 NCHW.
+# That pipeline runs compiled inside ffcv, where no cell can show it; its batches reach the training
+# loop through `ffcv_io.Batches`, one per step, as in notebook 10.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.ffcv_io
-# the package's FFCV writer and Loader (notebook 10 and the `cifar` benchmark use them too; ffcv is imported lazily)
-def write_image_beton(path: str | Path, images: np.ndarray, labels: np.ndarray, num_workers: int = 1) -> Path:
-    """Write HWC uint8 RGB images and int labels as `.beton` (RGBImageField, raw pixels + IntField)."""
-    ffcv = require_ffcv()
-    if images.ndim != 4 or images.shape[-1] != 3 or images.dtype != np.uint8:
-        raise ValueError(f"images must be uint8 (N, H, W, 3), got {images.dtype} {images.shape}")
-    fields = {"image": ffcv.fields.RGBImageField(write_mode="raw"), "label": ffcv.fields.IntField()}
-    return _write(path, fields, Pairs(images, labels), num_workers)
-
-
-def _label_pipeline(device: torch.device) -> list[Any]:
-    ffcv = require_ffcv()
-    t = ffcv.transforms
-    return [ffcv.fields.decoders.IntDecoder(), t.ToTensor(), t.ToDevice(device, non_blocking=True), t.Squeeze()]
-
-
-def image_loader(path: str | Path, batch_size: int = 128, num_workers: int = 1, order: str = "quasi_random",
-                 device: torch.device | str = "cpu", size: int = 32, ratio: float = 2 / 3, seed: int = 0,
-                 drop_last: bool = True) -> Any:
-    """Return the seed's FFCV Loader over an image `.beton`: center crop `ratio`, resize to `size`, NCHW uint8."""
-    ffcv = require_ffcv()
-    device = torch.device(device)
-    t = ffcv.transforms
-    image_pipe = [ffcv.fields.decoders.CenterCropRGBImageDecoder((size, size), ratio), t.ToTensor(),
-                  t.ToDevice(device, non_blocking=True), t.ToTorchImage()]
-    return ffcv.loader.Loader(str(path), batch_size=batch_size, num_workers=num_workers, order=_order(order),
-                              seed=seed, drop_last=drop_last,
-                              pipelines={"image": image_pipe, "label": _label_pipeline(device)})
-
+# %% slideshow={"slide_type": "-"}
+# the package's FFCV writer and Loader (notebook 10 and the `cifar` benchmark use them too; ffcv is imported lazily);
+# FFCV's pipeline runs compiled inside ffcv, and its batches reach the loop one per step through ffcv_io.Batches
+show_code(ffcv_io.write_image_beton, ffcv_io.image_loader, ffcv_io.Batches.__iter__)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **DataLoader, as in the seed.** One image at a time: Pillow resizes it to `resize` x `resize`, cuts the
@@ -140,36 +115,9 @@ def image_loader(path: str | Path, batch_size: int = 128, num_workers: int = 1, 
 # them. The seed used torchvision's `Resize` and `CenterCrop`; `PillowResizeCrop` does the same with Pillow
 # alone.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.data.cifar10
+# %% slideshow={"slide_type": "-"}
 # runs in the DataLoader's worker processes, which import it from the package
-class PillowResizeCrop:
-    """The seed's per-sample transform with Pillow: resize to `resize`, center-crop `crop`, to a float CHW tensor."""
-
-    def __init__(self, resize: int = 48, crop: int = 32) -> None:
-        self.resize, self.crop = resize, crop
-
-    def __call__(self, image: np.ndarray) -> torch.Tensor:
-        """Transform one HWC uint8 image."""
-        img = Image.fromarray(image).resize((self.resize, self.resize), Image.BILINEAR)
-        left = (self.resize - self.crop) // 2
-        img = img.crop((left, left, left + self.crop, left + self.crop))
-        return torch.from_numpy(np.asarray(img).copy()).permute(2, 0, 1).float().div_(255)
-
-
-class ImageDataset(torch.utils.data.Dataset):
-    """A map-style dataset of HWC uint8 images and labels, one transformed sample per `__getitem__`."""
-
-    def __init__(self, images: np.ndarray, labels: np.ndarray,
-                 transform: Callable[[np.ndarray], Any] | None = None) -> None:
-        self.images, self.labels, self.transform = images, labels, transform
-
-    def __len__(self) -> int:
-        return len(self.images)
-
-    def __getitem__(self, index: int) -> tuple[Any, int]:
-        image = self.images[index]
-        return (self.transform(image) if self.transform else image), int(self.labels[index])
+show_code(cifar10.PillowResizeCrop, cifar10.ImageDataset.__getitem__)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -243,44 +191,10 @@ print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop -
 # (notebook 09's lesson): the transform is deterministic, so `cifar.prepare` applied it once at write time and
 # an epoch is only reads.
 
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.cifar
-# the `cifar` benchmark builds the same loaders; the notebook calls these functions with its defaults
-def torch_loader(images: np.ndarray, labels: np.ndarray, batch_size: int, device: torch.device, resize: int,
-                 crop: int, seed: int = 0, num_workers: int = 1) -> torch.utils.data.DataLoader:
-    """The seed's DataLoader: Pillow resize + center crop per sample in `num_workers` worker processes."""
-    dataset = cifar10.ImageDataset(images, labels, cifar10.PillowResizeCrop(resize, crop))
-    return torch.utils.data.DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers, pin_memory=device.type == "cuda",
-        drop_last=True, generator=torch.Generator().manual_seed(seed))
-
-
-def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable,
-                   seed: int = 0) -> BatchLoader:
-    """The helpers' loader: grouped shuffle over the HWC memmap, then one batched window resize per batch."""
-    def transform(x: torch.Tensor) -> torch.Tensor:
-        return resize_crop(move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))  # NHWC -> NCHW view
-
-    return BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
-                       seed=seed, transform=OnImages(transform))
-
-
-def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int,
-                 seed: int = 0, num_workers: int = 1, resize_crop: Callable | None = None) -> dict[str, Any]:
-    """Return the seed's FFCV Loader (QUASI_RANDOM), its DataLoader (Pillow) and the helpers' two loaders."""
-    loaders: dict[str, Any] = {}
-    if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
-        loaders["FFCV"] = ffcv_io.image_loader(data["beton"], batch_size, num_workers=1, order="quasi_random",
-                                               device=device, size=crop, ratio=crop / resize, seed=seed)
-    loaders["DataLoader"] = torch_loader(data["images"], data["labels"], batch_size, device, resize, crop, seed,
-                                         num_workers)
-    resize_crop = resize_crop or ResizeCenterCrop(data["images"].shape[1], resize, crop)
-    loaders["helpers"] = helpers_loader(data["memmap"], batch_size, device, resize_crop, seed)
-    done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
-    loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
-                                                 shuffle="grouped", drop_last=True, seed=seed)
-    return loaders
-
+# %% slideshow={"slide_type": "-"}
+# the `cifar` benchmark builds the same loaders; the notebook calls these functions with its defaults, and
+# BatchLoader (notebook 03) gathers the memmap's rows a chunk of batches at a time
+show_code(cifar.torch_loader, cifar.helpers_loader, cifar.make_loaders, BatchLoader._iter_gathered)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # A center crop of 2/3 of the side resized to 32 is the same region as a resize to 48 cropped to 32, so all
@@ -361,45 +275,14 @@ else:
 # minus the transform.) The step that follows every batch:
 
 # %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.training
 # the training step every experiment shares (notebook 10 too)
-def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Step:
-    """Return a function that runs one training step (forward, loss, backward, optimizer step) on a batch."""
-    loss_fn = nn.CrossEntropyLoss()
+show_code(training.train_step)
 
-    def step(x: torch.Tensor, y: torch.Tensor) -> float:
-        x, y = move_to((x, y), device, non_blocking=True)
-        y = y.flatten()
-        optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x.float()), y)
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
-
-    return step
-
-
-# %% slideshow={"slide_type": "subslide"}
-# shown from fastloops_helpers.experiments.cifar
+# %% slideshow={"slide_type": "-"}
 # the `cifar` benchmark trains the same model; the layout conversion is explained in the last section
-def wrn_factory(depth: int, width: int, device: torch.device, seed: int = 0,
-                channels_last: bool = True) -> Callable[[], Step]:
-    """Return a factory of fresh WRN-`depth`-`width` training steps (Adam lr 1e-2 as the seed)."""
-    layout = torch.channels_last if channels_last else torch.contiguous_format
+show_code(cifar.wrn_factory)
 
-    def factory() -> Step:
-        torch.manual_seed(seed)
-        model = WideResNet(depth, width).to(device, memory_format=layout)
-        step = train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
-
-        def run(x: torch.Tensor, y: torch.Tensor) -> Any:
-            x = x.contiguous(memory_format=layout)
-            return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
-        return run
-    return factory
-
-
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
 timed = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)  # in blocks
 full, waits = cifar.table(timed.flat("steps"), batch_size), cifar.table(timed.flat("waits"), batch_size)

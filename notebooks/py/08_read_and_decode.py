@@ -301,8 +301,8 @@ if config.scale() != "smoke":
     infer["torch.compile, inference_mode"] = lambda: forward_inference(compiled, x)
 else:
     print("torch.compile skipped at smoke scale (its one-off compile time would dominate the run); run at workshop to see it")
-inf = measure.summarize({k: measure.measure(f) for k, f in infer.items()}, baseline="eager, autograd on")
-saved = -inf["uplift_%"]  # % of the autograd-on time saved (medians of one run each: a single run)
+inf = measure.summarize(measure.interleaved(infer), baseline="eager, autograd on")  # rounds interleaved: a busy moment hits all
+saved = -inf["uplift_%"]  # % of the autograd-on time saved (medians of interleaved rounds: a single run)
 _ = measure.predicted("inference_mode saves a little (single run)", 0, 25, saved["eager, inference_mode"], "%")
 if "torch.compile, inference_mode" in saved:
     _ = measure.predicted("compiling saves more than inference_mode (single run)", max(saved["eager, inference_mode"], 0.1), 100,

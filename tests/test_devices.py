@@ -235,11 +235,11 @@ def test_pinned_copy_speedup_is_pageable_over_pinned_per_round_with_its_interval
 def test_the_rendered_walker_can_be_slowed_and_still_recurses():
     """Notebook 06 renders tree._map, a recursive function: the liveness check slows it, and it must still walk."""
     from fastloops_helpers import tree
-    from fastloops_helpers.book import liveness
+    from fastloops_helpers.measure import slowdown
 
     original = tree._map.__code__
     try:
-        assert liveness.slow(tree._map, seconds=0.0) == ["_map"]
+        assert slowdown.slow(tree._map, seconds=0.0) == ["_map"]
         moved = move_to({"a": [torch.ones(1), (torch.zeros(2),)]}, "meta")
         assert moved["a"][0].device.type == "meta" and moved["a"][1][0].device.type == "meta"
     finally:

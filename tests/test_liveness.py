@@ -11,6 +11,7 @@ import nbformat
 import pytest
 
 from fastloops_helpers.book import liveness
+from fastloops_helpers.measure import slowdown
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every notebook that times something: all but the conclusion (13), which reads the others' results.
@@ -22,11 +23,11 @@ def test_a_cell_is_slowed_at_each_call_and_each_yield():
         "%timeit list(f(3))\n@staticmethod\ndef f(n):\n    '''doc'''\n    for i in range(n):\n"
         "        yield i  # a comment\n\nclass A:\n    def g(self):\n        return 1\n"
     )
-    slowed = liveness.slowed_source(source, 0.05)
+    slowed = slowdown.slowed_source(source, 0.05)
     assert slowed.splitlines()[0] == "%timeit list(f(3))"  # magics kept as they were
     assert slowed.count("stall(_liveness_t, 0.05)") == 3  # f's finally, f's yield, g's finally
-    scope: dict = {"_liveness_now": liveness.now, "_liveness_stall": liveness.stall}
-    exec(liveness._parseable(slowed), scope)
+    scope: dict = {"_liveness_now": slowdown.now, "_liveness_stall": slowdown.stall}
+    exec(slowdown._parseable(slowed), scope)
     f = scope["f"].__func__
     start = time.perf_counter()
     assert list(f(2)) == [0, 1]  # the same results, later: two yields and the end, 0.05 s each at least
@@ -40,7 +41,7 @@ def test_slowing_package_code_reaches_every_reference():
 
     original = rows.gather.__code__
     try:
-        assert liveness.slow(rows.gather, seconds=0.05) == ["gather"]
+        assert slowdown.slow(rows.gather, seconds=0.05) == ["gather"]
         import torch
 
         start = time.perf_counter()
@@ -56,7 +57,7 @@ def test_a_class_is_slowed_method_by_method_super_included():
 
     saved = {k: v.__code__ for k, v in vars(BatchLoader).items() if hasattr(v, "__code__")}
     try:
-        slowed = liveness.slow(BatchLoader, seconds=0.0)
+        slowed = slowdown.slow(BatchLoader, seconds=0.0)
         assert "BatchLoader.__iter__" in slowed and "BatchLoader.__init__" in slowed
     finally:
         for k, code in saved.items():
@@ -72,8 +73,8 @@ def test_the_edited_notebook_slows_what_it_renders_and_drops_solutions():
         nbformat.v4.new_code_cell("def mine():\n    return 1", metadata={"tags": ["solution"]}),
     ]
     cells = liveness.edited(nb).cells
-    assert len(cells) == 3 and cells[0].source.startswith(liveness.IMPORT)
-    assert cells[2].source.endswith("liveness.slow(BatchLoader.__iter__)")
+    assert len(cells) == 3 and cells[0].source.startswith(slowdown.IMPORT)
+    assert cells[2].source.endswith("slowdown.slow(BatchLoader.__iter__)")
 
 
 def test_timing_figures_are_named_by_their_unit_and_move_the_slow_way():
@@ -101,15 +102,15 @@ def test_every_timing_figure_moves_when_the_shown_code_slows(path):
 def test_a_class_with_generated_methods_is_slowed_where_it_has_source():
     from fastloops_helpers.data.memmap import ImageData
 
-    written = [f for f in liveness._targets(ImageData) if liveness._has_source(f)]
-    assert liveness._targets(ImageData) == written  # the generated __init__ is left out, not an error
+    written = [f for f in slowdown._targets(ImageData) if slowdown._has_source(f)]
+    assert slowdown._targets(ImageData) == written  # the generated __init__ is left out, not an error
 
 
 def test_a_compiled_function_is_slowed_at_each_call_not_once_while_traced():
     import torch
 
-    scope: dict = {"_liveness_now": liveness.now, "_liveness_stall": liveness.stall}
-    exec(liveness.slowed_source("def f(x):\n    return (x * 2).sum()", 0.05), scope)
+    scope: dict = {"_liveness_now": slowdown.now, "_liveness_stall": slowdown.stall}
+    exec(slowdown.slowed_source("def f(x):\n    return (x * 2).sum()", 0.05), scope)
     compiled = torch.compile(scope["f"], backend="eager")
     x = torch.ones(4)
     compiled(x)  # traced here

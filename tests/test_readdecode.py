@@ -48,12 +48,12 @@ def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
     """Each factory returns a named function, not a lambda: notebook 08's liveness check slows what it times."""
     import time
 
-    from fastloops_helpers.book import liveness
+    from fastloops_helpers.measure import slowdown
 
     blob = decoders.encode_jpegs(1, 16)[0]
     original = decoders._pillow.__code__
     try:
-        liveness.slow(decoders._pillow, seconds=0.05)
+        slowdown.slow(decoders._pillow, seconds=0.05)
         decode = decoders.find_decoders()[0]["Pillow"]
         start = time.perf_counter()
         assert decode(blob).shape == (16, 16, 3)

@@ -27,9 +27,9 @@ from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
 from .. import config, measure
-from ..book.liveness import slow_inherited
 from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
+from ..measure.slowdown import slow_inherited
 from ..models import MLP
 from . import BenchResult
 

@@ -6,7 +6,7 @@
 # | **Question** | What hardware and software does this machine have, which optional parts of the course work here, and how big will the experiments be? |
 # | **Seeds** | all: every later figure is only meaningful next to the machine that produced it |
 # | **GPU** | optional: this notebook reports what it finds |
-# | **Run time** | <!-- run-time --> workshop ~18 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~17 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Every measurement in this course is a property of a machine, not of a library. Before racing loaders we
 # write down what we race them on, check which optional pieces (GPU, FFCV, TensorFlow, libjpeg-turbo,
@@ -112,10 +112,10 @@ def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
 # copies and divides. `copier` makes a library's two buffers; `copy_rates` times every library's copy in the same
 # rounds and counts the bytes read and written:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(bandwidth.copier, bandwidth.copy_rates)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 copies = {"torch": torch_copy, "numpy": numpy_copy}  # the cell above: what is timed
 bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads, copies)
 bw.table().pivot(index="size_mb", columns="library", values="gb_per_s").round(1)

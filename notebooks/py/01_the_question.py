@@ -170,7 +170,7 @@ print("batches per epoch of 3,000 indices in batches of 300:", python_epoch(3000
 #   batch with one call, and `collate_batch` passes it on unchanged. A Dataset may run in worker processes, which
 #   import it, so it lives in the package; the cell below renders the package's code, the code that runs.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # Datasets run in DataLoader worker processes, which must import them from the package
 show_code(RowDataset, GetItemsMixin, BatchRowDataset, collate_batch)
 
@@ -178,7 +178,7 @@ show_code(RowDataset, GetItemsMixin, BatchRowDataset, collate_batch)
 getitems_batch = next(iter(DataLoader(BatchRowDataset(torch.arange(10)), batch_size=4, collate_fn=collate_batch)))
 print("one __getitems__ call per batch:", getitems_batch.tolist())
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # - **The slide's custom loader** (`slide_fast_dataloader`): one `randperm` per epoch, then `data[indices]` for
 #   each slice of it. Its cell is in notebook 03; here it is rendered from the package, whose class is timed:
 

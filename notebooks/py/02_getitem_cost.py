@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~19 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~18 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
@@ -193,14 +193,14 @@ def per_row_stack(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.stack([x[j] for j in index.tolist()])
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # `gather_bench.compare` (the function behind `python -m fastloops_helpers.book.bench gather`, which times the
 # package's copy of the cell above) times a shuffled epoch of each primitive the notebook passes it, interleaved over
 # rounds in a new order each round, plus `BatchLoader`. The loader cuts the epoch's permutation into chunks of about
 # 512 KiB of rows and gathers each chunk with `rows.gather` (shown in the sweep section), which picks `np.take` or
 # `index_select`:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # BatchLoader's epoch: gather a chunk of rows per call, then cut it into batches (views)
 show_code(BatchLoader._iter_gathered)
 
@@ -329,12 +329,12 @@ show_code(RowDataset, getitems._index)
 # runs in DataLoader worker processes, so it lives in the package
 show_code(GetItemsMixin, BatchRowDataset, SampleListDataset, collate_batch)
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 ds = BatchRowDataset(torch.arange(10))
 passed = next(iter(DataLoader(ds, batch_size=4, collate_fn=collate_batch)))
 print("collate_batch:", tuple(passed.shape), "| equal to the first 4 rows:", torch.equal(passed, torch.arange(4)))
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # `getitem.dataloader_variants` makes one shuffled epoch of DataLoader with each of them, and of `BatchLoader`
 # (notebook 03), on a `loader_rows` x `num_features` float matrix:
 

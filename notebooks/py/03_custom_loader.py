@@ -6,7 +6,7 @@
 # | **Question** | Can a loader that indexes whole batches keep DataLoader's sampling semantics (every index once per epoch, batch sizes, drop_last, seeds, epochs, sharding) and still be much faster? |
 # | **Seeds** | 000/001, "Or A Custom DataLoader" |
 # | **GPU** | optional: with CUDA the last section also runs the loader on GPU-resident data |
-# | **Run time** | <!-- run-time --> workshop ~10 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~8.9 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still
@@ -122,7 +122,7 @@ print("next epoch differs:", first != [b["y"].tolist() for b in loader])
 # the epoch, seed, shuffle, `drop_last`, rank and world size. At the start of each epoch it asks for that epoch's
 # indices, once, and moves on to the next epoch:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # two methods of the sampler every BatchLoader holds
 show_code(EpochOrder.indices, EpochOrder.next_epoch)
 
@@ -131,7 +131,7 @@ show_code(EpochOrder.indices, EpochOrder.next_epoch)
 # generator seeded by `(seed, epoch)`, on the data's device, run on one thread (a second thread made it slower on a
 # busy 2-core machine); `shard` then takes every `world_size`-th index, as `DistributedSampler` does.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the order of one epoch, the first work of every BatchLoader epoch
 show_code(epoch_order)
 
@@ -143,14 +143,14 @@ show_code(epoch_order)
 # an epoch, and the choice of path
 show_code(BatchLoader.__iter__, BatchLoader._batches)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The gather is where the slide's loader and `BatchLoader` differ most. The slide indexes one batch per call
 # (`data[batch]`, advanced indexing); `BatchLoader` gathers a chunk of many batches (about 512 KiB of rows, so the
 # chunk stays in the L2 cache) with one call, then cuts it into batches as views. On the CPU, for rows of 64 bytes
 # or more, the first chunks of every epoch try both `np.take` and `index_select` (notebook 02) and the faster one
 # gathers the rest.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the gather path, and the probe that picks its primitive
 show_code(BatchLoader._iter_gathered, BatchLoader._probe)
 
@@ -205,7 +205,7 @@ for drop_last in (False, True):
 # %% slideshow={"slide_type": "-"}
 show_code(loader_epoch)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 tasks = {"index-only": torch.arange(num_samples), "93 float32 columns": torch.rand(num_samples, num_features)}
 results = []
 for task, data in tasks.items():

@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -48,7 +48,7 @@ print(f"N swept: {SIZES} + headline 2^{int(np.log2(N_HEADLINE))}; quality on {QU
 # once, and swap every entry with one at a random place, drawing one random number per index. These three are the
 # full shuffles timed below:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.experiments.shuffle
 def numpy_permutation(n: int, rng: np.random.Generator) -> np.ndarray:
     """numpy's full shuffle into a new array: Fisher-Yates, one random draw and one swap per index."""
@@ -65,11 +65,11 @@ def torch_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
     return torch.randperm(n, generator=generator, device=generator.device)
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The slide's remedy, as it reads: cut `range(n)` into consecutive groups, shuffle the order of the groups, then
 # the indices inside every group.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.quasi_random
 def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """The slide's fast shuffle as it reads: shuffle the order of the groups, then the indices inside each group."""
@@ -78,7 +78,7 @@ def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generato
     return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # It still draws n random numbers (one `randperm` per group), but every swap stays inside a group small enough
 # for the cache, and it makes one Python call per group. The helpers' `grouped_permutation` (in `load.order`,
 # what `BatchLoader(shuffle="grouped")` uses) draws far fewer: it shuffles the order of the groups, then reorders
@@ -91,10 +91,10 @@ def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generato
 # the loader's own shuffle (BatchLoader(shuffle="grouped")); the notebook times this object
 show_code(grouped_permutation, _fill_groups)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Both results are true permutations of `range(n)`, groups of 5 here:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 small = {"slide's": slide_grouped_permutation(23, 5, torch.Generator().manual_seed(0)),
          "helpers'": grouped_permutation(23, 5, torch.Generator().manual_seed(0))}
 for name, perm in small.items():

@@ -253,7 +253,7 @@ print(f"move_to over the fastest method: {devices.figures(rows, [])['move_to_ove
 # %% slideshow={"slide_type": "-"}
 show_code(bandwidth.numpy_copy)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 xs_bytes = sum(t.numel() * t.element_size() for t in [xs["cim"], *xs["pim"], *xs["im"].values()])
 rate = bandwidth.copy_bandwidth(xs_bytes, "numpy", repeat=rounds)  # GB/s, read + write; one thread, as torch.save
 save = per_call.loc["torch.save + load(map_location)"]

@@ -70,7 +70,7 @@ figures = {}
 # render the package's code from the objects that run (`show_code`). `make_loader` builds the DataLoader;
 # `timeline.instrument` (off screen, as plumbing) only notes when each fetch and collate ran.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # one sample: runs in every worker process, which imports these from the package
 show_code(ImageFolder.__getitem__, jpeg_folder.pil_loader, worker_data.ResizeToTensor)
 
@@ -257,12 +257,12 @@ _ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's d
 # thread iterates the loader and puts each batch into a queue of `depth` slots; the loop takes them out in
 # order. A stop event lets either side end the epoch early, and an exception travels through the queue.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # on the timed path: start the producer thread, which fills the bounded queue; hand batches out in order
 show_code(prefetch.ThreadPrefetcher.__iter__, prefetch.ThreadPrefetcher._produce,
           prefetch.ThreadPrefetcher._consume)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # `ProcessPrefetcher`: the child process runs `_produce`, iterating the loader and copying each batch into a
 # ring of shared buffers (a batch that does not fit travels whole); the training process's
 # `_receive_batches` gets a small message per batch, takes the batch out of shared memory and hands the slot
@@ -326,7 +326,7 @@ for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
 # the same bytes. So the saving is `(B c + copy) / (c + copy)`: about `B` when the copy is negligible, about 1
 # when the copy dominates. We measure `c` and the copy on their own, then the two paths in a DataLoader.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the two datasets compared; a DataLoader with workers would run them in worker processes
 show_code(worker_data.StackedImages, worker_data.BatchedStackedImages, worker_data.no_collate)
 
@@ -371,7 +371,7 @@ get_table.round(1)
 # psutil. **Prediction:** beyond the memory any worker holds of its own, the list adds up to one dataset per
 # worker to the total PSS; the array and the memmap add nothing.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the three ways to hold the same rows; each runs in the worker processes
 show_code(worker_data.ListRows, worker_data.ArrayRows, worker_data.MemmapRows)
 
@@ -436,7 +436,7 @@ for kind in uss.columns:  # pages the main process owned alone are now shared wi
 # `np.random` is now handled; a `np.random.default_rng` the dataset owns is not. The fix is a `worker_init_fn`
 # that seeds it from the per-worker seed (`worker_data.seed_worker`).
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the datasets and the worker_init_fn run in the worker processes
 show_code(worker_data.NoisyIndex, worker_data.GlobalNoisyIndex, worker_data.seed_worker)
 
@@ -461,7 +461,7 @@ for label, dup in random_rows:
 # `None` when nothing is left, so the training loop must skip that batch. It works, and it is silent: nothing
 # says which files were dropped, or that any were.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # seed 002's collate (for (image, label) samples); a collate runs in the worker processes
 show_code(worker_data.collate_drop_none)
 
@@ -478,11 +478,11 @@ print("all broken:", worker_data.collate_drop_none([(None, 0), (None, 1)]))
 # way back); `broken.BrokenReport` skips all-broken batches and prints the count and names at the end of the
 # epoch.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the dataset and the collate run in the worker processes
 show_code(broken.SafeImageFolder, broken.collate_drop_broken)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # in the training process: wraps the loader, keeps the names, reports at the end of the epoch
 show_code(broken.BrokenReport.watch)
 

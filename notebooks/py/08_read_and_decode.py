@@ -6,7 +6,7 @@
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
-# | **Run time** | <!-- run-time --> workshop ~26 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~25 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
@@ -64,10 +64,10 @@ show_code(storage._read_all, storage.read_cached, storage.read_cold)
 # The copy whose rate predicts the page cache's: numpy's, on one thread, one buffer into another: notebook
 # 00's `numpy_copy`, timed by the same `bandwidth.copy_bandwidth` (in rounds, bytes read and written counted):
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(bandwidth.numpy_copy)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 path = storage.write_file(config.data_dir() / f"readtest-{file_mb}mb.bin", file_mb)
 cached = storage.read_cached(path, repeat=3)
 cold, method = storage.read_cold(path, repeat=2)
@@ -273,7 +273,7 @@ print(f"its parts: copy into memory touched before {parts['copy_into_existing'] 
 # mode saves a little on a small model (autograd's bookkeeping is small beside the convolutions); compiling
 # saves more where many small operations can be fused, and costs a one-off compile time, printed on its own.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def forward(net, x):
     """One forward pass; autograd records what a backward pass would need."""
     return net(x)

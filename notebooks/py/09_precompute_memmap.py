@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~51 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. Seed 004 moves the deterministic part (decode, resize; for validation also the
@@ -138,7 +138,7 @@ show_code(memmap.write_memmap, memmap._fill, memmap._create_tensordict)
 # %% slideshow={"slide_type": "subslide"}
 show_code(memmap.load_memmap)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The tutorial's writer and the helpers' three stores, each writing the val split once and mapping it back:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -289,11 +289,11 @@ def tutorial_train_transform(crop: int, generator: torch.Generator | None = None
 # %% slideshow={"slide_type": "subslide"}
 show_code(transforms.CropFlipNormalize.forward, transforms.CropFlipNormalize._numpy)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The draws come in the order `transforms.random_crop` makes them, so a per-sample loop with the same draws gives
 # the same tensor:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 batch = prep.train.images[:8].clone()
 out = transforms.CropFlipNormalize(CROP, 0.5, generator=torch.Generator().manual_seed(0))(batch)
 g = torch.Generator().manual_seed(0)
@@ -390,11 +390,11 @@ show_code(transforms.OnImages.forward)
 show_code(imagefolder.sample_transform, imagefolder.dataloader, imagefolder.tutorial_loader,
           imagefolder.batch_transform, imagefolder.memmap_loader)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # `imagefolder.sweep` builds each configuration with these functions, runs one untimed epoch, then times
 # `REPEAT` whole epochs (`imagefolder.images_per_second`); the fastest two then go head to head further down:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 train_rows = imagefolder.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT, tutorial=tutorial_train_transform(CROP))
 train_table = pd.DataFrame(train_rows)
 train_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)

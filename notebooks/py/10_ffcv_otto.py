@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~48 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -74,7 +74,7 @@ seed = 0                                        # data, split, weights and every
 # the writer's worker processes import Pairs from the package; notebook 11 writes its images with the same code
 show_code(ffcv_io.Pairs, ffcv_io.write_table_beton)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
     data = otto.prepare(rows, seed=seed)
 measure.show("generate (first run only), read, split, write .beton", t.seconds)
@@ -121,12 +121,12 @@ except ValueError as err:
 # runs in the DataLoader's worker process, which imports it from the package
 show_code(otto_csv.OttoRows)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the package's FFCV layer, which notebook 11 and the benchmarks share (ffcv is imported only when called),
 # and the helpers' loader: one index per epoch, one gather per chunk of batches (notebook 03 builds it)
 show_code(ffcv_io.table_loader, ffcv_io.Batches, BatchLoader._batches, BatchLoader._iter_gathered)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.experiments.otto
 def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """Return the three loaders the seed compares (FFCV only when importable), each shuffling every epoch."""
@@ -230,7 +230,7 @@ for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "ott
 # and 15 time behind their loaders too
 show_code(MLP, train_step)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.experiments.otto
 def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     """Return a factory of fresh MLP training steps (same initial weights each time), Adam lr 5e-4 as the seed."""

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables) |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~1.7 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -67,7 +67,7 @@ print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e
 # classes (a colour and a stripe direction per class); point `load_cifar10(root=...)` at the real folder to
 # use it.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
     data = cifar.prepare(train_size, test_size, resize, crop, seed)
 measure.show("generate + read (first run only), write .beton and memmaps", t.seconds)
@@ -104,7 +104,7 @@ except ValueError as err:
 # That pipeline runs compiled inside ffcv, where no cell can show it; its batches reach the training
 # loop through `ffcv_io.Batches`, one per step, as in notebook 10.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the package's FFCV writer and Loader (notebook 10 and the `cifar` benchmark use them too; ffcv is imported lazily);
 # FFCV's pipeline runs compiled inside ffcv, and its batches reach the loop one per step through ffcv_io.Batches
 show_code(ffcv_io.write_image_beton, ffcv_io.image_loader, ffcv_io.Batches.__iter__)
@@ -115,7 +115,7 @@ show_code(ffcv_io.write_image_beton, ffcv_io.image_loader, ffcv_io.Batches.__ite
 # them. The seed used torchvision's `Resize` and `CenterCrop`; `PillowResizeCrop` does the same with Pillow
 # alone.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # runs in the DataLoader's worker processes, which import it from the package
 show_code(cifar10.PillowResizeCrop, cifar10.ImageDataset.__getitem__)
 
@@ -191,16 +191,16 @@ print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop -
 # (notebook 09's lesson): the transform is deterministic, so `cifar.prepare` applied it once at write time and
 # an epoch is only reads.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the `cifar` benchmark builds the same loaders; the notebook calls these functions with its defaults, and
 # BatchLoader (notebook 03) gathers the memmap's rows a chunk of batches at a time
 show_code(cifar.torch_loader, cifar.helpers_loader, cifar.make_loaders, BatchLoader._iter_gathered)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # A center crop of 2/3 of the side resized to 32 is the same region as a resize to 48 cropped to 32, so all
 # loaders serve the same pictures; the batched transform reproduces Pillow's to within rounding:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 batched = resize_crop(torch.from_numpy(images[:16]).permute(0, 3, 1, 2).contiguous()).float()
 per_sample = torch.stack([cifar10.PillowResizeCrop(resize, crop)(im) for im in images[:16]]) * 255
 print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample).abs().mean() < 2))
@@ -278,11 +278,11 @@ else:
 # the training step every experiment shares (notebook 10 too)
 show_code(training.train_step)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the `cifar` benchmark trains the same model; the layout conversion is explained in the last section
 show_code(cifar.wrn_factory)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
 timed = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)  # in blocks
 full, waits = cifar.table(timed.flat("steps"), batch_size), cifar.table(timed.flat("waits"), batch_size)

@@ -59,7 +59,7 @@ seed = 0                                    # the ranks' common permutation and 
 # %% slideshow={"slide_type": "subslide"}
 show_code(distributed.sampler_batches, distributed.helpers_batches)  # PyTorch's sharding, then the helpers'
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The training step is the plain one of notebook 10, with one difference: the model is wrapped in
 # `DistributedDataParallel`, whose `backward` all-reduces (averages) the gradients of all ranks, bucket by
 # bucket while the backward pass is still running, so every rank's optimizer takes the same step.

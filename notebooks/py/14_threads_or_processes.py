@@ -75,7 +75,7 @@ print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
 # it; the cell below renders the package's code from the objects that run (the `ImageFolder` calls
 # `pil_loader`, then `Decode`).
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(threads.dataset, threads.Decode, pil_loader)  # what every pipeline runs per sample
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -85,7 +85,7 @@ show_code(threads.dataset, threads.Decode, pil_loader)  # what every pipeline ru
 # decodes the next image, and the main thread waits for the oldest batch's samples, in order, and collates them.
 # Nothing is pickled and nothing is copied between processes; what runs in parallel is what releases the GIL.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(ThreadLoader._load, ThreadLoader._run)  # the call each thread makes, and the loop that batches
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -149,7 +149,7 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # threads and on processes. Each entry is a function that makes the loader, so each is built fresh before its
 # warm-up epoch; the memmap row is notebook 09's loader of pre-decoded images, the floor of the table.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(threads.configurations, threads.spdl_loader, threads.nodes_loader)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]

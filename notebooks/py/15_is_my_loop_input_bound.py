@@ -70,7 +70,7 @@ torch.set_num_threads(main_threads)                # (more: collate's torch.stac
 # `iter` starts a new epoch, as training does, and the first batch's wait includes that restart. The shares
 # are sums over the measured batches divided by their wall time; the warm-up batches are run but left out.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(input_bound._run, input_bound._epoch, input_bound._pause)  # the loop diagnose runs
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -103,14 +103,14 @@ from fastloops_helpers import diagnose  # the package's, shown above
 for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", "COMPUTE_BOUND_HEADSPACE"):
     print(f"{name} = {getattr(advice, name)}")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(advice.verdict)  # the verdict diagnose prints
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Two loops whose costs are known by construction: a loader that sleeps before each batch of zeros, and the
 # stand-in step of notebook 07, which sleeps too (a GPU step leaves the CPU free in the same way).
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(timeline.gpu_like_step)  # notebook 07's stand-in GPU step, used by every loop below
 
 
@@ -185,10 +185,10 @@ def image_loop(
     return loader, timeline.gpu_like_step(step_ms / 1000)  # sleeps: the CPU stays free, as under a GPU step
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(ImageFolder.__getitem__)  # one sample: the loader decodes, the transform resizes, crops, flips, normalises
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** with a load time per batch of `L = batch_size x (one image's decode + transforms)` and a step
 # of `S`, the loop does one after the other, so the wait share is `L / (L + S)` and the headspace
 # `(L + S) / S`. We time one image now to fill in `L`.
@@ -269,7 +269,7 @@ def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loo
     return loader, timeline.gpu_like_step(step_ms / 1000)
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(BatchLoader._iter_gathered)  # the gather: one take of a chunk of rows, cut into batches
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -289,7 +289,7 @@ _ = measure.predicted("wait share (+-10 points)", wait_mm - 0.1, min(wait_mm + 0
 _ = measure.predicted("headspace (-30 %/+50 %)", 0.7 * head_mm, 1.5 * head_mm, mm.headspace, "x", ".2g")
 mm.advice()
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # `BatchLoader` is not a `DataLoader`, so there is no worker timeline; the wait is the main thread gathering and
 # transforming. What is left of it can overlap with the step in a background thread (`ThreadPrefetcher`,
 # notebook 07): numpy and torch release the GIL during the copies, so the predicted batch time is
@@ -316,15 +316,15 @@ def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     return loader, lambda batch: step(*batch)
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_size times per batch
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** each sample costs a Python call, a row copy and its share of the collate, a few microseconds,
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
@@ -333,7 +333,7 @@ print(f"fetch {fetch_us:.1f} us per sample (threshold for 'in memory': {advice.I
 print(otto_d)
 otto_d.advice()
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # With a CPU step, the worker and the step compete for the cores, so the headspace can exceed what the wait
 # share alone suggests (`1 / (1 - wait)`): the step runs faster alone than next to a busy worker. That is why
 # the verdict reads both figures.
@@ -388,7 +388,7 @@ mine.advice()
 # whether loading matters; the per-stage timeline tells where its time goes; the ranked knobs come from those
 # figures. The four loops of this notebook, from this run:
 
-# %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 table = pd.DataFrame(rows).set_index("loop")
 figures.update({f"wait_share_{i}": r["wait_share"] for i, r in enumerate(rows)})
 figures.update({f"headspace_{i}": r["headspace"] for i, r in enumerate(rows)})

@@ -122,10 +122,10 @@ print(pd.DataFrame([{"profile": p.name, "MB/s per connection": p.per_connection_
 # (`stream.hf_dataset` is one `load_dataset("parquet", ..., streaming=True)` call). The driver
 # (`streaming.reader`) builds these, so they live in the package.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.tar_samples)  # WebDataset over curl, the manifest's counts checked
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.ParquetStream.__iter__)  # `ahead` shards in flight on threads, one GET each
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -137,10 +137,10 @@ show_code(stream.ParquetStream.__iter__)  # `ahead` shards in flight on threads,
 # The local baseline is notebook 09's memmap of decoded pixels read by notebook 03's `BatchLoader`: each batch is
 # one gather of rows already decoded (`rows.take`), so nothing is fetched or decoded.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.Batches.__iter__, stream.decode_jpeg)  # every reader's samples go through these
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(streaming.local_loaders, BatchLoader._iter_gathered)  # the local baseline's batches
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -224,10 +224,10 @@ for r in sweep:
 # rendered below is what the readers use, and what the shuffle-quality figures run on the labels alone (no bytes, no
 # decoding). The quality measure is notebook 04's: the mean entropy, in bits, of the class mix of each batch.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.shard_order, stream.interleave, stream.shuffled)  # the epoch's order
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.ShuffleBuffer.__iter__)  # the buffer every streaming reader offers in some form
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -287,7 +287,7 @@ print("shuffle buffer cost:", measure.verdict(cost["ratios"], 1.1, higher_is_bet
 # shards when it can; otherwise every rank reads every shard and keeps one sample in `world_size`. The ranks run in
 # this process, one after the other: the split is what is measured, not the parallelism.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(stream.split_shards)  # the rank split the driver passes each rank's ParquetStream
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]

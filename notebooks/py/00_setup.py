@@ -9,7 +9,7 @@
 # | **Run time** | <!-- run-time --> workshop ~17 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Every measurement in this course is a property of a machine, not of a library. Before racing loaders we
-# write down what we race them on, check which optional pieces (GPU, FFCV, TensorFlow, libjpeg-turbo,
+# write down what we race them on, check which optional pieces (GPU, [FFCV](https://ffcv.io), TensorFlow, libjpeg-turbo,
 # `torch.compile`) work, and measure the one number that predicts many later results: how fast this
 # machine copies memory.
 

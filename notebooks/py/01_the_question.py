@@ -98,7 +98,7 @@ def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
 # %% [markdown] slideshow={"slide_type": "-"}
 # PyTorch: a `DataLoader` over `torch.arange(n)` with `shuffle=True`. It samples one index at a time, fetches one
 # 0-d tensor per index and collates `batch_size` of them. The slide adds 10 workers, `prefetch_factor=16`,
-# persistent workers and pinned memory (pinned only where CUDA exists here).
+# persistent workers and [pinned memory](https://developer.nvidia.com/blog/how-optimize-data-transfers-cuda-cc/) (pinned only where CUDA exists here).
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.slide_code

@@ -79,7 +79,7 @@ print("same batch:", torch.equal(per_sample_fetch(xx, range(100)), batched_fetch
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A Python call that indexes one element of a tensor costs on the order of a µs (argument parsing,
 # a new tensor object): 100 of them plus `torch.stack` cost 100 x (0.5 to 2 µs), some 50-200 µs. One indexing
-# call with a tensor of 100 indices pays that overhead once (2 to 10 µs) and copies 800 bytes. So a ratio
+# call with a tensor of 100 indices pays that [overhead](https://horace.io/brrr_intro.html) once (2 to 10 µs) and copies 800 bytes. So a ratio
 # between 50 / 10 = 5x and 200 / 2 = 100x. `getitem.slide_example` times the two functions above, interleaved,
 # many calls per round; `python -m fastloops_helpers.book.bench getitem` saves the same figures.
 

@@ -97,7 +97,7 @@ pd.Series(lacks, name="missing").to_frame()
 # ## The helpers' loader
 #
 # `BatchLoader(data, batch_size, shuffle, drop_last, seed, generator, rank, world_size, group_size)` adds all of
-# these. `data` can be a tensor (on any device), a numpy array or memmap, a TensorDict or tensorclass, a
+# these. `data` can be a tensor (on any device), a numpy array or memmap, a [TensorDict or tensorclass](https://pytorch.org/tensordict/stable/index.html), a
 # dict/tuple/list of those, or a Dataset with `__getitems__`. The order of epoch `e` depends only on `(seed, e)`;
 # each new iteration moves to the next epoch, and `set_epoch(e)` chooses one, as with DistributedSampler.
 

@@ -146,8 +146,8 @@ except TypeError as err:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. Do all of the slide's ways really move everything?
 #
-# The slide's other ways are one-liners around a library: a tree map from torch's own pytree, from optree or from
-# DeepMind's dm-tree, a TensorDict built from the dict, and a round trip through `torch.save` and
+# The slide's other ways are one-liners around a library: a tree map from torch's own [pytree](https://github.com/pytorch/pytorch/blob/main/torch/utils/_pytree.py), from [optree](https://github.com/metaopt/optree) or from
+# DeepMind's [dm-tree](https://github.com/google-deepmind/tree), a TensorDict built from the dict, and a round trip through `torch.save` and
 # `torch.load(map_location=...)` in memory. Each one, as a function of `(xs, device)`:
 
 # %% slideshow={"slide_type": "subslide"}

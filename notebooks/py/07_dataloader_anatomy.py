@@ -15,6 +15,10 @@
 # change you can see. The code that runs inside each box (the dataset, the collate, the prefetchers' loops) lives in
 # the package, because worker processes must import it; a cell renders it from the objects that run
 # (`show_code`) before it is timed, so an edit to the package shows up, and is timed, at the next run.
+#
+# Further reading from seed 002: [But what are PyTorch DataLoaders really?](https://www.scottcondron.com/jupyter/visualisation/audio/2020/12/02/dataloaders-samplers-collate.html),
+# [Building a Multi-Process Data Loader from Scratch](https://teddykoker.com/2020/12/dataloader/) and
+# [Visualizing data loaders to diagnose deep learning pipelines](https://www.jpatrickpark.com/post/loader_sim/).
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import multiprocessing
@@ -237,8 +241,8 @@ _ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's d
 #
 # Seed 002 names two ways to prefetch beside DataLoader's own queue:
 #
-# - **Implementation #1**, NVIDIA apex's `data_prefetcher` (examples/imagenet/main_amp.py): copy batch i+1 to
-#   the GPU on a side CUDA stream while batch i computes. `prefetch.CUDAPrefetcher` follows that pattern (pinned
+# - **Implementation #1**, NVIDIA apex's `data_prefetcher` ([examples/imagenet/main_amp.py](https://github.com/NVIDIA/apex/blob/master/examples/imagenet/main_amp.py#L265)): copy batch i+1 to
+#   the GPU on a side [CUDA stream](https://developer.nvidia.com/blog/how-overlap-data-transfers-cuda-cc/) while batch i computes. `prefetch.CUDAPrefetcher` follows that pattern (pinned
 #   memory, `non_blocking=True`, the compute stream waits on the side stream, `record_stream` so the allocator
 #   does not reuse memory still in use), generalised to nested batches, exceptions and early exit. On a machine
 #   without a GPU it passes batches through and says so.
@@ -251,6 +255,8 @@ _ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's d
 # Pillow releases the GIL. **Prediction:** with `L` the load time of a batch and `S` the step, the plain loop
 # takes `L + S` per batch; either prefetcher takes about `max(L, S)` per batch plus one `L` for the first batch,
 # and the process adds its start-up (a fork) and the shipping of each batch through shared memory.
+#
+# Further reading from seed 002: [Data Prefetching on GPU in Deep Learning](https://www.jpatrickpark.com/post/prefetcher/).
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The code being timed, from the package (the classes are imported above). `ThreadPrefetcher`: a producer
@@ -370,6 +376,8 @@ get_table.round(1)
 # USS (memory only this process holds) and PSS (shared pages split between the processes that map them) with
 # psutil. **Prediction:** beyond the memory any worker holds of its own, the list adds up to one dataset per
 # worker to the total PSS; the array and the memmap add nothing.
+#
+# Further reading from seed 002: [Demystify RAM Usage in Multi-Process Data Loaders](https://ppwwyyxx.com/blog/2022/Demystify-RAM-Usage-in-Multiprocess-DataLoader/).
 
 # %% slideshow={"slide_type": "subslide"}
 # the three ways to hold the same rows; each runs in the worker processes

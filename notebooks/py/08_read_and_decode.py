@@ -97,8 +97,8 @@ table.round(0)
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. JPEG decoding: which library, how fast
 #
-# Seed 002 recommends libjpeg-turbo, through jpeg4py (`jpeg.JPEG(img).decode()`) or Pillow, whose wheels
-# bundle it since Pillow 9. We decode the same JPEGs with every decoder installed here (jpeg4py loads
+# Seed 002 recommends libjpeg-turbo, through [jpeg4py](https://github.com/ajkxyz/jpeg4py) (`jpeg.JPEG(img).decode()`) or Pillow, whose wheels
+# [bundle it since Pillow 9](https://pillow.readthedocs.io/en/stable/releasenotes/9.0.0.html#switched-to-libjpeg-turbo-in-macos-and-linux-wheels). We decode the same JPEGs with every decoder installed here (jpeg4py loads
 # Debian's `libturbojpeg` through cffi), one image at a time on one core, their passes interleaved.
 # **Prediction:** all of them wrap libjpeg-turbo, so they land within a small factor of each other; the
 # differences are per-call overhead (visible on small images) and colour conversion. If decoding cost only
@@ -106,7 +106,7 @@ table.round(0)
 # file object, parsing headers, allocating the output, converting it to an array) pulls the ratio below the pixel-count ratio.
 #
 # The code being timed, first the seed's two: Pillow's `np.array(Image.open(img))` and jpeg4py's
-# `jpeg.JPEG(img).decode()`. Each decoder takes a JPEG's bytes and returns an RGB array of shape (H, W, 3).
+# `jpeg.JPEG(img).decode()` ([an example of its use](https://www.pankesh.com/posts/2019-05-02-pytorch-augmentation-with-libjpeg-turbo/)). Each decoder takes a JPEG's bytes and returns an RGB array of shape (H, W, 3).
 
 # %% slideshow={"slide_type": "subslide"}
 show_code(decoders._pillow, decoders._jpeg4py)
@@ -265,7 +265,7 @@ print(f"its parts: copy into memory touched before {parts['copy_into_existing'] 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. TensorRT: the seed's last step
 #
-# TensorRT compiles a trained network for one NVIDIA GPU: it fuses layers, picks the fastest kernel for each
+# [TensorRT](https://pytorch.org/TensorRT/) compiles a trained network for one NVIDIA GPU: it fuses layers, picks the fastest kernel for each
 # shape, and can run in FP16 or INT8; `torch_tensorrt` wraps the engine back into a torch module. It needs an
 # NVIDIA GPU and the TensorRT libraries, so it cannot run here. The nearest step this machine can take is
 # the same idea on the CPU: `torch.compile` (inductor) traces the model, fuses operations and generates

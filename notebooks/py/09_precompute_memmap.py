@@ -9,7 +9,7 @@
 # | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
-# random part of the augmentation. Seed 004 moves the deterministic part (decode, resize; for validation also the
+# random part of the augmentation. [Seed 004](https://docs.pytorch.org/tensordict/stable/tutorials/tensorclass_imagenet.html) moves the deterministic part (decode, resize; for validation also the
 # center crop) out of the loop: it runs once and its uint8 output goes to a memory-mapped file. Each epoch then
 # reads whole batches with one copy and applies the random crop, flip and normalisation to the batch at once.
 
@@ -373,7 +373,7 @@ _ = measure.predicted(f"tutorial over helpers, time per image (bytes written: {p
 # batch with one tensorclass indexing call and hands it to its `Collate` module, which applies the batched
 # transforms; (3) the helpers' `BatchLoader` over the memory-mapped fields with the fused transform, in one process,
 # on one thread or split over a few (numpy releases the GIL, so threads use several cores without new processes);
-# (4) DataLoader workers that each gather a whole batch from the memmap (one `__getitems__` call) and transform it
+# (4) [DataLoader workers that each gather a whole batch from the memmap](https://github.com/pytorch/tensordict/blob/main/benchmarks/distributed/dataloading.py) (one `__getitems__` call) and transform it
 # in their `collate_fn`. The cells below show the package code each runs (DataLoader workers import it from the
 # package); the tutorial's loader applies the transform modules of the cells above.
 

@@ -68,7 +68,7 @@ print("figure names shared by two notebooks:", len(runs.conflicts(docs)))
 #   hardware: two CPU cores instead of a GPU server);
 # - **needs a GPU**: the seed's effect comes from a GPU (asynchronous copies, kernels running while the CPU
 #   loads the next batch); a CPU figure is shown for reference but says nothing about the claim;
-# - **published, not measurable here**: a figure others published on hardware we do not have (the SPDL paper's
+# - **published, not measurable here**: a figure others published on hardware we do not have (the [SPDL paper](https://arxiv.org/abs/2504.20067)'s
 #   ImageNet run); quoted with its source, never compared;
 # - **not measured**: its notebook has not run yet, or skipped the measurement (a missing optional package).
 

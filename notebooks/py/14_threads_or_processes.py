@@ -17,7 +17,7 @@
 # 2. the physical limit: one thread's per-image rate times the cores,
 # 3. every pipeline on the same synthetic ImageFolder (decode, resize, center crop, uint8 tensor, every epoch):
 #    images/s, CPU seconds per image, first-batch latency and the PSS of all its processes; then the thread
-#    loader head to head with the best DataLoader configuration and SPDL, in interleaved rounds,
+#    loader head to head with the best DataLoader configuration and [SPDL](https://github.com/facebookresearch/spdl), in interleaved rounds,
 # 4. the DataLoader's start-up under fork, forkserver and spawn,
 # 5. a timeline of the thread loader against the DataLoader,
 # 6. what free-threaded Python and Python 3.14's forkserver default would change.

@@ -9,7 +9,7 @@
 # | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
-# problem at all. `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
+# problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
 #
 # - it runs `warmup + batches` iterations of `loader -> step`, stamping the time spent in `next(loader)` (the
 #   **wait**) and in the step (CUDA synchronised), and restarting epochs as training does;

@@ -148,7 +148,9 @@ except TypeError as err:
 #
 # The slide's other ways are one-liners around a library: a tree map from torch's own [pytree](https://github.com/pytorch/pytorch/blob/main/torch/utils/_pytree.py), from [optree](https://github.com/metaopt/optree) or from
 # DeepMind's [dm-tree](https://github.com/google-deepmind/tree), a TensorDict built from the dict, and a round trip through `torch.save` and
-# `torch.load(map_location=...)` in memory. Each one, as a function of `(xs, device)`:
+# `torch.load(map_location=...)` in memory. (The slide's list of libraries announces "three common
+# structures" and then names four: torch's pytree, tensordict, dm-tree and optree; all four are here, dm-tree
+# when it is installed.) Each one, as a function of `(xs, device)`:
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.teach.slide_moves

@@ -126,7 +126,9 @@ costs.round(3)
 show_code(tutorial_transforms.ImageNetData.from_dataset)  # its DataLoader may decode in workers
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The tutorial passes no folder to `memmap_()`, so its tensors live in shared memory and vanish with the process;
+# The tutorial's filling loop also prints the whole tensorclass, and a second one built from the batch, on every
+# batch: debugging output left in, which floods its output and lands inside any timing of the write. The
+# version above drops both prints. The tutorial also passes no folder to `memmap_()`, so its tensors live in shared memory and vanish with the process;
 # here `prefix` puts them in a folder so that they can be reloaded. Seed 002 names two more stores, numpy's
 # `memmap` and a torch storage mapped from a file. `memmap.write_memmap` writes any of the three (tensordict
 # through the helpers' own tensorclass, `ImageData`) and, last, a small JSON file that says what the files hold;

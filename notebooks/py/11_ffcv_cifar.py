@@ -226,6 +226,13 @@ for name, loader in loaders.items():
 # epoch, in a new order each round (`cifar.load_only`), so a slow spell of the shared machine hits all of them
 # alike. Every batch counts, the first with the epoch's start-up; a ratio of two loaders is the median of their
 # per-round ratios.
+#
+# A slip in seed 003: its FFCV pipeline ends in `ToDevice('cuda')`, so FFCV's load-only times include the copy
+# to the GPU, while its DataLoader loop never calls `.cuda()` and leaves the batches pinned on the host; the
+# seed's load-only gap charges FFCV for a copy the DataLoader skips. When `device` is the CPU no loader copies
+# anything; on a GPU this notebook keeps the asymmetry (FFCV and `helpers` hand over batches on the device,
+# `DataLoader` and `helpers-precomputed` on the host), and only the full-step table below, whose step moves
+# every batch to the device, compares like with like.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 load, rates = cifar.load_only(loaders, epochs, batch_size, device)  # per-batch table, img/s per round

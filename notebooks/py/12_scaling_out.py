@@ -4,7 +4,7 @@
 # | | |
 # |---|---|
 # | **Question** | When one process is not enough, how does each process load only its share of the data, does training on shards give the same model as one process with the same global batch, and what did `DataParallel` do before DDP? |
-# | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem), 002 (one loader per GPU process) |
+# | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem); no other seed mentions DDP, so the per-rank sharding here is PyTorch's and the project's |
 # | **GPU** | optional: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine, where one more cell and exercise 4 time DataParallel on the GPUs |
 # | **Run time** | <!-- run-time --> workshop ~39 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
@@ -310,7 +310,7 @@ print("saved", measure.save_results("12_scaling_out", figures, rows=speed.to_dic
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
 #
-# The seeds' claim: DDP is the automatic, correct way to spread training over processes, each with its own data.
+# The slides' claim (seed 000/001): DDP is the automatic, correct way to spread training over processes, each with its own data.
 # Here: shards disjoint and covering every epoch, and DDP's weights and accuracy equal to one process's on the
 # same global batches (within the tolerances stated above).
 

@@ -224,3 +224,25 @@ def test_api_reference_documents_the_public_names_and_links_notebooks(tmp_path):
     assert '<a href="../03_custom_loader.html">notebooks/03_custom_loader.ipynb</a>' in page
     assert 'href="api/fastloops_helpers.html"' in index.read_text()
     assert 'id="verdict"' in (index.parent / "api" / "fastloops_helpers" / "measure.html").read_text()
+
+
+def test_the_site_points_show_code_links_at_pages_it_has(tmp_path):
+    """show_code links a file (right in JupyterLab and on GitHub) and an API page by module; the site has neither."""
+    from fastloops_helpers.book.publish import site
+
+    (tmp_path / "api" / "fastloops_helpers").mkdir(parents=True)
+    (tmp_path / "api" / "fastloops_helpers" / "measure.html").write_text("<html></html>")
+    body = (
+        '<a href="../fastloops_helpers/load/rows.py">rows.py</a>'
+        '<a href="api/fastloops_helpers/load/batch_loader.html#BatchLoader.__iter__">API reference</a>'
+        '<a href="api/fastloops_helpers/experiments/bandwidth.html#copier">API reference</a>'
+        '<a href="api/fastloops_helpers/measure.html#Timer">API reference</a>'
+    )
+    hrefs = re.findall(r'href="([^"]+)"', site.link_sources(body, tmp_path))
+    assert hrefs == [
+        "src/fastloops_helpers/load/rows.py.html",
+        "api/fastloops_helpers.html#BatchLoader",  # a public class: its entry in the reference
+        "src/fastloops_helpers/experiments/bandwidth.py.html",  # not in the reference: the file's copy
+        "api/fastloops_helpers/measure.html#Timer",  # a page pdoc wrote: kept
+    ]
+    assert "gather" in (tmp_path / hrefs[0]).read_text() and (tmp_path / hrefs[2]).exists()

@@ -132,8 +132,62 @@ def write_notebook_page(seq: list[Entry], i: int, out: Path) -> Path:
     }
     body, _ = offline.exporter("html", TEMPLATE).from_notebook_node(offline.read(entry.path), resources=resources)
     target = out / entry.page
-    target.write_text(body, encoding="utf-8")
+    target.write_text(link_sources(body, out), encoding="utf-8")
     return target
+
+
+SOURCE_LINK = re.compile(r'href="\.\./(fastloops_helpers/[\w/]+\.py)"')
+API_LINK = re.compile(r'href="api/(fastloops_helpers[\w/]*)\.html#([\w.]+)"')
+
+
+def link_sources(body: str, out: Path) -> str:
+    """Point show_code's links at pages the site has (its listings link a file and an API page by module).
+
+    A file link (`../fastloops_helpers/...py`, right in JupyterLab and on GitHub) goes to a highlighted copy of
+    the file in out/src/; an API link goes to the module's reference page where pdoc wrote one, else to the
+    public name's entry (`fastloops_helpers.__all__`, `measure.__all__`), else to the file's copy.
+    """
+
+    def to_file(match: re.Match[str]) -> str:
+        return f'href="{source_page(match.group(1), out)}"'
+
+    def to_api(match: re.Match[str]) -> str:
+        module, qualname = match.group(1), match.group(2)
+        if (out / "api" / f"{module}.html").exists():
+            return match.group(0)
+        return f'href="{public_entry(qualname.split(".")[0]) or source_page(_module_file(module), out)}"'
+
+    return SOURCE_LINK.sub(to_file, API_LINK.sub(to_api, body))
+
+
+def public_entry(name: str) -> str:
+    """Return the API reference's anchor for a public name ("" when the package does not export it)."""
+    import fastloops_helpers
+    from fastloops_helpers import measure
+
+    if name in fastloops_helpers.__all__:
+        return f"api/fastloops_helpers.html#{name}"
+    return f"api/fastloops_helpers/measure.html#{name}" if name in measure.__all__ else ""
+
+
+def _module_file(module: str) -> str:
+    path = module.replace("/", ".").replace(".", "/")
+    return f"{path}/__init__.py" if (config.project_root() / path).is_dir() else f"{path}.py"
+
+
+def source_page(rel: str, out: Path) -> str:
+    """Write out/src/REL.html, the package file REL highlighted with line anchors; return its link."""
+    from pygments import highlight
+    from pygments.formatters import HtmlFormatter
+    from pygments.lexers import PythonLexer
+
+    link = f"src/{rel}.html"
+    target = out / link
+    code = (config.project_root() / rel).read_text(encoding="utf-8")
+    formatter = HtmlFormatter(full=True, linenos="inline", lineanchors="L", title=rel, noclasses=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(highlight(code, PythonLexer(), formatter), encoding="utf-8")
+    return link
 
 
 def claims_table(results: Path) -> str:
@@ -214,11 +268,11 @@ def build(paths: list[Path], out: Path | None = None, results: Path | None = Non
     results = Path(results) if results is not None else config.results_dir()
     out.mkdir(parents=True, exist_ok=True)
     seq = entries(paths)
+    api.build(out / "api")  # first: the notebook pages link into it where it documents a module
+    print("  api/ (the API reference)", flush=True)
     for i, entry in enumerate(seq):
         write_notebook_page(seq, i, out)
         print(f"  {entry.page}", flush=True)
-    api.build(out / "api")
-    print("  api/ (the API reference)", flush=True)
     return write_index(seq, results, out)
 
 

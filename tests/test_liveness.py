@@ -91,6 +91,7 @@ def test_timing_figures_are_named_by_their_unit_and_move_the_slow_way():
 
 
 @pytest.mark.slow
+@pytest.mark.liveness  # compares timings of two runs: a check to run (make liveness), not part of make test
 @pytest.mark.parametrize("path", TIMING, ids=lambda p: p.stem)
 def test_every_timing_figure_moves_when_the_shown_code_slows(path):
     rows = liveness.check(path)

@@ -7,6 +7,12 @@ PY      := $(VENV)/bin/python
 RESULTS := results
 # make test's seed for the warp (measure/warp.py): each timed contender's durations x 1/16 to 16; WARP= turns it off
 WARP    ?= 1
+# Native loggers that write below Python, to the terminal (a setting of your own wins): TensorFlow's INFO lines (its
+# CPU-feature banner) and oneDNN notice (tf.data, the one TensorFlow part timed here, runs no oneDNN kernel), and
+# the torch profiler's two trace lines per profile (kineto prints them at every level below 6, its errors too)
+export TF_CPP_MIN_LOG_LEVEL ?= 1
+export TF_ENABLE_ONEDNN_OPTS ?= 0
+export KINETO_LOG_LEVEL ?= 6
 ALL_NB  := $(sort $(wildcard notebooks/[0-9][0-9]_*.ipynb))
 CONCLUSION := notebooks/13_conclusion.ipynb
 NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \

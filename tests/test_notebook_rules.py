@@ -217,3 +217,18 @@ def test_the_output_scanners():
     assert not COMMENTED_HEADING.search("# a comment\n#: not a heading")
     assert PROGRESS_BAR.search("epochs: 100%|##########| 5/5")
     assert WARNING.search("/x.py:3: UserWarning: something") and not WARNING.search("no warnings here")
+
+
+def test_the_runner_talks_to_its_kernel_over_local_sockets_and_prints_nothing(tmp_path, capfd):
+    import nbformat
+
+    from fastloops_helpers.book import notebooks
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nprint(os.environ['FASTLOOPS_SCALE'])")])
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    notebooks.execute(tmp_path / "t.ipynb", tmp_path / "out.ipynb", "smoke")
+    printed = capfd.readouterr()
+    # over TCP, ipykernel warns on stderr that the kernel's traffic is sent unencrypted
+    assert printed.err == "" and printed.out == "", printed
+    assert nbformat.read(tmp_path / "out.ipynb", as_version=4).cells[0].outputs[0]["text"] == "smoke\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.ipynb", "t.ipynb"]  # no socket files left behind

@@ -25,7 +25,9 @@ import argparse
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -173,10 +175,14 @@ def execute(path: Path, out: Path, scale: str, timeout: int = 1800) -> float:
     """Execute notebook `path` in a fresh kernel at `scale`, write the cleaned result to `out`; return seconds."""
     import nbformat
     from nbclient import NotebookClient
+    from traitlets.config import Config
 
     nb = nbformat.read(path, as_version=4)
+    sockets = Path(tempfile.mkdtemp(prefix="fastloops-kernel-"))
+    local = Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "ipc")}})  # not TCP in plain text
     client = NotebookClient(
         nb,
+        config=local,
         kernel_name="python3",
         timeout=timeout,
         record_timing=False,
@@ -188,6 +194,7 @@ def execute(path: Path, out: Path, scale: str, timeout: int = 1800) -> float:
         with timer:
             client.execute(env=kernel_env(scale))
     finally:
+        shutil.rmtree(sockets, ignore_errors=True)
         out.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(clean(nb), out)
     return timer.seconds

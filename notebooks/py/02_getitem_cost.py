@@ -532,8 +532,8 @@ try:
     ex3_first_batch("spawn", lambda b: b)
     ex3_spawn_error = None
 except (pickle.PicklingError, AttributeError, TypeError) as ex3_err:
-    ex3_spawn_error = ex3_err
-print("spawn + lambda:", type(ex3_spawn_error).__name__, "-", ex3_spawn_error)
+    ex3_spawn_error = f"{type(ex3_err).__name__} - {ex3_err}"  # its text: the error's frames would keep the loader
+print("spawn + lambda:", ex3_spawn_error)
 ex3_fork = ex3_first_batch("fork", lambda b: b)
 print("fork + lambda:", ex3_fork.tolist(), "(the child inherits the lambda: nothing is pickled)")
 print("collate_batch pickles by reference:", pickle.loads(pickle.dumps(collate_batch)) is collate_batch)

@@ -68,3 +68,16 @@ def test_batches_hand_out_the_loaders_batches_and_close_its_thread_early(tmp_pat
     reader = it.gi_frame.f_locals["batches"]  # FFCV's epoch iterator inside the generator
     it.close()  # the loop leaves early
     assert reader.terminate_event.is_set()  # FFCV's close() stops its reader thread with this event
+
+
+def test_loader_orders_read_ffcvs_own_quasi_random_order_and_the_storage_pages(tmp_path):
+    n, floats = 1024, 4096  # 16 KiB rows: 512 per 8 MiB page, 2 pages
+    X = np.zeros((n, floats), np.float32)
+    X[:, 0] = np.arange(n)
+    path = ffcv_io.write_table_beton(tmp_path / "q.beton", X, np.arange(n) % 10)
+    orders, pages = ffcv_io.loader_orders(path, batch_size=1, epochs=2, seed=0)
+    assert [sorted(o.tolist()) for o in orders] == [list(range(n))] * 2  # each epoch a permutation
+    assert not np.array_equal(orders[0], orders[1])  # a new order per epoch, not the file's order
+    np.testing.assert_array_equal(pages - pages.min(), np.arange(n) // 512)  # runs of 512 rows per page
+    # batch_size 1 keeps 2 pages open: both are open from the start, so the first 256 samples mix both pages
+    assert len(np.unique(pages[orders[0][:256]])) == 2

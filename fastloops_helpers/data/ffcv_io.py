@@ -197,3 +197,23 @@ class Batches:
                 yield batch
         finally:
             batches.close()  # stops the reader thread when the loop leaves the epoch early
+
+
+def loader_orders(
+    path: str | Path, batch_size: int, epochs: int = 1, order: str = "quasi_random", seed: int = 0
+) -> tuple[list[np.ndarray], np.ndarray]:
+    """Return the sample order FFCV's own Loader yields per epoch over a table `.beton`, and each sample's page.
+
+    The `.beton` is one `write_table_beton` wrote with each row's index in its first column, so the order is read
+    from the batches themselves (x[:, 0]), not re-derived. The pages are the storage pages (`page_size` bytes,
+    8 MiB by default) that hold each sample's data, from the file's allocation table: the pages QUASI_RANDOM
+    shuffles and keeps 2 x batch_size of open. Explained in notebooks/04_fast_shuffle.ipynb.
+    """
+    require_ffcv()
+    reader = importlib.import_module("ffcv.reader").Reader(str(path))
+    table = reader.alloc_table
+    pages = np.full(reader.num_samples, -1, dtype=np.int64)
+    pages[table["sample_id"]] = table["ptr"] // reader.page_size
+    loader = table_loader(path, batch_size, order=order, seed=seed)
+    orders = [np.concatenate([x[:, 0].numpy().astype(np.int64) for x, _ in Batches(loader)]) for _ in range(epochs)]
+    return orders, pages

@@ -10,12 +10,15 @@ import math
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import torch
 
 from .. import config, measure
+from ..data import ffcv_io
 from ..load.order import grouped_permutation
 from ..teach.quasi_random import batch_class_entropy, quasi_random_permutation, slide_grouped_permutation
 from . import BenchResult
@@ -283,6 +286,55 @@ def quality_rows(
                 "test_accuracy": train_accuracy(batches, epochs, test, classes, seed),
             }
         )
+    return rows
+
+
+def write_sorted_beton(path: Path, n: int, row_bytes: int, classes: int = 10) -> tuple[Path, np.ndarray]:
+    """Write `n` rows of `row_bytes` (float32, each row's index in its first column) and labels sorted in `classes`
+    blocks, as `sorted_blobs`' are, as a table `.beton`; return its path and labels. An existing file is kept."""
+    labels = np.arange(n) * classes // n
+    if not path.exists():
+        X = np.zeros((n, row_bytes // 4), dtype=np.float32)
+        X[:, 0] = np.arange(n)
+        ffcv_io.write_table_beton(path, X, labels)
+    return path, labels
+
+
+def _order_stats(order: np.ndarray, labels: np.ndarray, pages: np.ndarray, batch_size: int) -> dict[str, float]:
+    batches = order[: len(order) // batch_size * batch_size].reshape(-1, batch_size)
+    return {
+        "entropy_bits": batch_class_entropy(labels, order, batch_size),
+        "pages_per_batch": float(np.mean([len(np.unique(pages[b])) for b in batches])),
+        "pages_in_first_quarter": len(np.unique(pages[order[: len(order) // 4]])),
+    }
+
+
+def ffcv_order_rows(
+    path: Path,
+    labels: np.ndarray,
+    batch_sizes: Iterable[int],
+    epochs: int,
+    quasi: Callable[..., np.ndarray] = quasi_random_permutation,
+) -> list[dict[str, Any]]:
+    """Class mix and pages per batch of FFCV's own QUASI_RANDOM order over `path`, of the replica `quasi` on the
+    same pages (rows per storage page, 2 x batch_size open) and of a full shuffle: means over `epochs` epochs.
+
+    `labels` are the file's labels in row order. Explained in notebooks/04_fast_shuffle.ipynb.
+    """
+    rows = []
+    for b in batch_sizes:
+        real, pages = ffcv_io.loader_orders(path, b, epochs)
+        page_size = int(np.bincount(pages).max())
+        if not np.array_equal(pages - pages.min(), np.arange(len(pages)) // page_size):
+            raise ValueError(f"{path} does not store its rows in runs of {page_size}, the replica's pages")
+        orders = {
+            "FFCV Loader, QUASI_RANDOM": real,
+            "replica": [quasi(len(labels), page_size, 2 * b, np.random.default_rng(s)) for s in range(epochs)],
+            "full shuffle": [np.random.default_rng(s).permutation(len(labels)) for s in range(epochs)],
+        }
+        for name, found in orders.items():
+            stats = pd.DataFrame([_order_stats(o, labels, pages, b) for o in found]).mean()
+            rows.append({"order": name, "batch_size": b, "open_pages": 2 * b, "page_size": page_size, **stats})
     return rows
 
 

@@ -3,8 +3,8 @@
 #
 # | | |
 # |---|---|
-# | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`) change in *when* things happen, and what do workers cost in memory and randomness? |
-# | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", the collate that discards broken images, and its timeline diagrams |
+# | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
+# | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
 # | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
@@ -24,12 +24,13 @@
 import multiprocessing
 import os
 import warnings
+from functools import partial
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, default_collate
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
@@ -38,7 +39,9 @@ from fastloops_helpers.data import broken, jpeg_folder
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
 from fastloops_helpers.experiments import workers
 from fastloops_helpers.load import prefetch, process_prefetch
+from fastloops_helpers.load.collate import fast_collate
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
+from fastloops_helpers.load.transforms import normalize
 from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.teach import worker_data
 
@@ -55,6 +58,7 @@ ladder_rounds = config.size("anatomy.ladder_rounds")  # rounds of the ladder in 
 depth = 2                                       # batches a prefetcher keeps ready: more absorbs slow batches, costs memory
 memory_mb = config.size("anatomy.memory_mb")    # dataset size in the worker-memory experiment: bigger, clearer copies
 memory_workers = config.size("anatomy.memory_workers")  # worker counts there: more shows the growth, costs RAM
+collate_rounds = 30                             # rounds of the collate comparison: more narrows its interval
 main_threads = 1                                # torch threads in the main process, as DataLoader sets in workers
 
 # %% slideshow={"slide_type": "-"}
@@ -365,6 +369,132 @@ get_table.round(1)
 # the DataLoader's ratio miss the parts' prediction: the timeline's events also hold the DataLoader's
 # fetcher and our recording, a per-batch cost both paths pay, and a busy machine adds noise to each batch.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Fast collate: one uint8 batch, converted on the device
+#
+# Seed 002's "Fast collate" box (from [PyTorch augmentation with libjpeg-turbo](https://www.pankesh.com/posts/2019-05-02-pytorch-augmentation-with-libjpeg-turbo/))
+# concatenates the decoded images into one batch, which is then copied to the GPU. NVIDIA apex's ImageNet example
+# ([`fast_collate` in examples/imagenet/main_amp.py](https://github.com/NVIDIA/apex/blob/master/examples/imagenet/main_amp.py))
+# is the code behind it: its per-sample transforms stop before `ToTensor` ("Too slow", says its comment),
+# `fast_collate` copies the uint8 images into one `(N, 3, H, W)` uint8 tensor, DataLoader pins that tensor
+# (`pin_memory=True`), and its prefetcher converts and normalises the whole batch on the GPU
+# (`.float().sub_(255 mean).div_(255 std)`). Our `fast_collate` makes the same copy with numpy (shown below);
+# `normalize` folds apex's subtract and divide into one multiply-add. Three ways to turn a batch of decoded
+# images (HWC uint8, as Pillow returns them: section 5's images) into the normalised float batch a model takes:
+#
+# - **default**: each sample converted to float and normalised (`ToTensor` + `Normalize`, in the worker),
+#   then `default_collate` stacks the floats;
+# - **fast collate**: each sample stays uint8, `fast_collate` stacks them, and one `normalize` converts the
+#   batch on the device (the CPU here);
+# - **batched**: the helpers' path of section 5, one gather of the batch from the stacked, channels-first array,
+#   then one `normalize`.
+#
+# **Prediction**, with arithmetic. With `b = 3 px²` the bytes of one uint8 image, per sample the default path
+# reads `b` and writes `4b` (a float32 value is 4 bytes), then the stack reads and writes those `4b` again:
+# `13b`. Fast collate reads and writes `b` (its copy), then the conversion reads `b` and writes `4b`: `7b`. The
+# batched path moves the same `7b` (gather, then convert). Where bytes set the pace, the default path takes
+# `13/7 = 1.86x` as long as fast collate; its `B` calls of `normalize` (against one) add a fixed cost per sample,
+# which weighs more for small images. We allow a quarter less for caches (a small batch stays in cache, where a
+# byte costs less): predicted `default / fast collate >= 0.75 x 13/7 = 1.4x`. Fast collate and the batched path
+# move the same bytes, but fast collate pays `B` fetches and `B` copies, each a Python call, where the batched
+# path makes one gather: predicted `fast collate / batched >= 1`.
+
+# %% slideshow={"slide_type": "subslide"}
+# fast_collate runs in the worker processes (collate_fn); normalize runs on the device, once per batch
+show_code(fast_collate, normalize)
+
+# %% slideshow={"slide_type": "subslide"}
+hwc_data = worker_data.StackedImages(images.permute(0, 2, 3, 1).contiguous(), labels)  # HWC, as Pillow decodes
+stacked = worker_data.BatchedStackedImages(images, labels)  # section 5's batched dataset: CHW, one gather
+
+
+def to_device(images: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """Hand a CPU batch to `device`: pinned, then copied asynchronously (DataLoader's pin_memory, apex's .cuda)."""
+    return images if device.type == "cpu" else images.pin_memory().to(device, non_blocking=True)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def default_path(indices: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each sample to float and normalised (ToTensor + Normalize, in the worker); default_collate stacks the floats."""
+    images, labels = default_collate([(normalize(x.permute(2, 0, 1)), y) for x, y in (hwc_data[i] for i in indices)])
+    return to_device(images, device), labels
+
+
+def fast_collate_path(indices: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """apex's: each sample stays uint8; one uint8 batch, converted and normalised on the device in one call."""
+    images, labels = fast_collate([hwc_data[i] for i in indices])
+    return normalize(to_device(images, device)), labels
+
+
+def batched_path(indices: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """The helpers': one gather of the batch from the stacked array, then one batched normalise."""
+    images, labels = stacked.__getitems__(indices)
+    return normalize(to_device(images, device)), labels
+
+
+collate_paths = {"default": default_path, "fast collate": fast_collate_path, "batched": batched_path}
+
+# %% slideshow={"slide_type": "subslide"}
+# one shuffled batch; the three paths must give the same normalised batch before we time them
+collate_indices = torch.randperm(len(images), generator=torch.Generator().manual_seed(0))[:batch_size].tolist()
+cpu = torch.device("cpu")
+collated = {name: path(collate_indices, cpu) for name, path in collate_paths.items()}
+ref_images, ref_labels = collated["default"]
+for name, (x, y) in collated.items():
+    same = torch.allclose(x, ref_images, atol=1e-5) and torch.equal(y, ref_labels)
+    print(f"{name:12s} {x.dtype}, the default path's normalised batch (within float rounding): {same}")
+    assert same, name
+uint8_batch, _ = fast_collate([hwc_data[i] for i in collate_indices])
+print(f"fast collate hands over a {uint8_batch.dtype} batch: {ref_images.nbytes // uint8_batch.nbytes}x fewer bytes "
+      "than default_collate's")
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+collate_s = measure.per_call({name: partial(path, collate_indices, cpu) for name, path in collate_paths.items()},
+                             repeat=collate_rounds, warmup=2)
+image_mb = 3 * px * px * batch_size / 1e6  # the batch as uint8
+print(f"a batch of {batch_size} images of {px}x{px}, {image_mb:.2f} MB as uint8; moved per batch: default 13 x that "
+      f"= {13 * image_mb:.1f} MB, fast collate and batched 7 x that = {7 * image_mb:.1f} MB")
+for name, seconds in collate_s.items():
+    measure.show(f"{name}, per batch (median of {len(seconds)} interleaved rounds)", measure.median(seconds))
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+default_over_fast = measure.ratios(collate_s, "default", "fast collate")  # per round
+fast_over_batched = measure.ratios(collate_s, "fast collate", "batched")
+_ = measure.predicted("default over fast collate, per batch (at least 0.75 x 13/7)", 0.75 * 13 / 7, float("inf"),
+                      default_over_fast, "x")
+_ = measure.predicted("fast collate over batched, per batch (same bytes, B calls against one)", 1, float("inf"),
+                      fast_over_batched, "x")
+figures.update({"fast_collate_default_s": measure.median(collate_s["default"]),
+                "fast_collate_s": measure.median(collate_s["fast collate"]),
+                "fast_collate_batched_s": measure.median(collate_s["batched"]),
+                **measure.interval_figures("fast_collate_speedup", default_over_fast),
+                **measure.interval_figures("batched_over_fast_collate", fast_over_batched)})
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Both batched paths write the float batch once; the default path writes it twice (each sample, then the
+# stack) and calls `normalize` `B` times. What makes the ratio miss the bytes' prediction: a batch small enough
+# to stay in cache, where the extra bytes cost little and the per-call costs dominate (then the ratio can pass
+# 13/7); the reordering from HWC to CHW, which fast collate does in its copy (a strided read, slower than a
+# plain copy) and the default path inside its conversion; and a busy machine. The batched path needs the images
+# stored channels first in one array (notebook 09's memmap): no reordering and no call per sample. In a
+# DataLoader with workers, fast collate's batch also crosses from the worker through shared memory, and to the
+# GPU through pinned memory, as uint8: a quarter of the bytes of a float batch each time. The next cell measures
+# that on a GPU, where the conversion runs too, and says why it skipped otherwise.
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+if torch.cuda.is_available():  # each path's batch pinned and copied to the GPU; fast collate normalises there
+    cuda = torch.device("cuda")
+    gpu_s = measure.per_call({name: partial(path, collate_indices, cuda) for name, path in collate_paths.items()},
+                             repeat=collate_rounds, warmup=2, device=cuda)
+    for name, seconds in gpu_s.items():
+        measure.show(f"{name}, to {torch.cuda.get_device_name()}, per batch", measure.median(seconds))
+    _ = measure.predicted("on the GPU, default over fast collate (a quarter of the bytes copied; at least 0.75 x 13/7)",
+                          0.75 * 13 / 7, float("inf"), measure.ratios(gpu_s, "default", "fast collate"), "x")
+    figures.update({"fast_collate_gpu_default_s": measure.median(gpu_s["default"]),
+                    "fast_collate_gpu_s": measure.median(gpu_s["fast collate"])})
+else:
+    print("fast collate on a GPU: skipped, no CUDA device here (it pins the uint8 batch, copies it, normalises there)")
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 6. Worker memory: copy-on-read
 #
@@ -515,8 +645,9 @@ print(f"{len(safe)} files, {used} images used, {len(report.dropped)} dropped")
 # with each other, up to the number of free cores, at the price of a start-up per epoch (`persistent_workers`
 # removes it after the first). A prefetch thread gives the same overlap without processes when decoding
 # releases the GIL; a prefetcher process gives it without the GIL, at the price of a fork and shared memory.
-# Workers copy any dataset held as many Python objects; keep samples in arrays or memmaps. Seed RNGs the
-# dataset owns per worker, and drop broken samples in collate with a report, never silently. This run's figures:
+# Workers copy any dataset held as many Python objects; keep samples in arrays or memmaps. Collate uint8 and convert the whole batch
+# once, on the device (apex's fast collate): the float batch is written once, not twice, and the batch
+# that travels is a quarter of the bytes. Seed RNGs the dataset owns per worker, and drop broken samples in collate with a report, never silently. This run's figures:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 print(f"num_workers=0: an epoch of {n_batches} batches took {base['wall_s']:.2f} s, "
@@ -527,6 +658,8 @@ print(f"num_workers=2 over 0: {measure.median(ladder_ratios):.2f}x img/s (95 % i
 for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     print(f"{label} over the plain loop: {pre_table.img_per_s[label] / pre_table.img_per_s.iloc[0]:.2f}x img/s")
 print(f"__getitems__ over __getitem__ + collate: {measured_getitems:.2f}x per batch")
+print(f"fast collate over the default path: {figures['fast_collate_speedup']:.2f}x per batch; the batched "
+      f"gather over fast collate: {figures['batched_over_fast_collate']:.2f}x")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures.update(workers.ladder_figures(ladder_img_per_s))  # medians and 2 over 0 per round, with its interval
@@ -546,7 +679,7 @@ figures.update({
 path = measure.save_results("07_dataloader_anatomy", figures, rows=ladder_rows + knob_rows + pre_rows + get_rows + mem_rows,
                            knobs={"px": px, "batch_size": batch_size, "step_ms": step_ms, "depth": depth,
                                   "memory_mb": memory_mb, "memory_workers": memory_workers,
-                                  "main_threads": main_threads, "images": len(dataset),
+                                  "main_threads": main_threads, "images": len(dataset), "collate_rounds": collate_rounds,
                                   "ladder_rounds": ladder_rounds}, repeats=1)
 print("saved", path.name)
 
@@ -560,7 +693,7 @@ print("saved", path.name)
 # list of objects; the planted broken files are all reported and only they are dropped; a dataset-owned RNG
 # repeats across workers until `seed_worker`; and the plain loop's epoch lasts at least its steps, `step_ms`
 # each. The timing claims (two workers load faster than none, judged by the interval of the per-round ratio;
-# they load more than one batch at once; the prefetchers load during most of the step time) are printed in the
+# they load more than one batch at once; fast collate beats the default collate per batch; the prefetchers load during most of the step time) are printed in the
 # cell after it, whose output depends on the run.
 
 # %% slideshow={"slide_type": "subslide"}
@@ -576,6 +709,7 @@ print("num_workers=0: the epoch lasts at least batches x step_ms:", base["wall_s
 claims.check("workers2_over_workers0", figures)  # timing claims: this cell's output depends on the run
 claims.check("workers2_parallelism", figures)
 claims.check("thread_prefetch_overlap_share", figures)
+claims.check("fast_collate_speedup", figures)
 print("ProcessPrefetcher overlaps the step (> 50 % of step time):", timeline.overlap_share(pre_tls["ProcessPrefetcher"]) > 0.5)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -1,5 +1,6 @@
 """experiments.imagefolder on a tiny synthetic folder: the loaders apply the batched transform, both sides agree."""
 
+import pandas as pd
 import pytest
 import torch
 
@@ -55,6 +56,10 @@ def test_stage_costs_and_transform_costs_tables(tiny):
     costs = exp.per_image_costs(tiny.folder, "val", 2, n=2, repeat=1)
     assert list(costs["stage"])[0] == "open + decode" and costs["predicted_images_per_s"].is_monotonic_decreasing
     assert len(costs) == 4 and list(costs["stage"])[1].startswith("precompute")
+    ms = costs["ms_per_image"].tolist()
+    rounds = costs.attrs["decode_over_transforms_rounds"]  # one ratio per round: open + decode over the rest
+    assert len(rounds) == 1 and rounds[0] == pytest.approx(ms[0] / sum(ms[1:]))  # one round: the medians themselves
+    assert costs.attrs["read_ms_per_image"] > 0 and exp.READ not in set(costs["stage"])
     table = exp.transform_costs(tiny.train.images[:2].clone(), repeat=3, num_threads=2)
     assert (
         set(table["stage"]) == {"normalise", "crop", "flip", "all three"} and table.attrs["tutorial_over_helpers"] > 0
@@ -159,3 +164,50 @@ def test_the_tutorial_loader_runs_the_transform_it_is_given(tiny):
     assert len(list(loader)) == 2 and given.calls == 4
     rows = exp.sweep(tiny, "val", [0], 4, repeat=1, tutorial=given)
     assert [r["pipeline"] for r in rows].count(exp.TUTORIAL) == 1 and given.calls == 8  # one warm-up, one timed
+
+
+def _interval(key, median, low, high):
+    return {key: median, key + "_ci_low": low, key + "_ci_high": high}
+
+
+def test_stage_answer_says_which_side_dominates_as_the_interval_says():
+    costs = pd.DataFrame(
+        {"stage": ["open + decode", "precompute", "per epoch", "collate"], "ms_per_image": [3.0, 1.0, 0.5, 0.1]}
+    )
+    costs.attrs["read_ms_per_image"] = 0.02
+    answer = exp.stage_answer(costs, _interval("decode_over_transforms", 2.0, 1.8, 2.2))
+    assert "open + decode dominates" in answer and "largest single stage: open + decode (65%" in answer
+    assert "the transforms dominate" in exp.stage_answer(costs, _interval("decode_over_transforms", 0.8, 0.7, 0.9))
+    assert "a tie" in exp.stage_answer(costs, _interval("decode_over_transforms", 1.0, 0.9, 1.1))
+
+
+def test_parallel_rounds_time_one_process_against_its_fastest_workers_and_threads(tiny):
+    def row(pipeline, rate, w=0, threads=1):
+        return {"split": "val", "pipeline": pipeline, "num_workers": w, "num_threads": threads, "images_per_s": rate}
+
+    rows = [
+        row("DataLoader + ImageFolder", 10.0),
+        row(exp.ONE_PROCESS, 100.0),
+        row("memmap + threads", 300.0, threads=2),
+        row("memmap + threads", 200.0, threads=4),
+        row("memmap + DataLoader workers", 40.0, w=2),
+        row("memmap + DataLoader workers", 50.0, w=1),
+    ]
+    chosen = exp.parallel_rows(rows, "val")
+    assert chosen["memmap + threads"]["num_threads"] == 2 and chosen["memmap + DataLoader workers"]["num_workers"] == 1
+    rates = exp.parallel_rounds(tiny, "val", rows, 4, rounds=6)
+    assert set(rates) == {exp.ONE_PROCESS, *exp.PARALLEL} and all(len(r) == 6 for r in rates.values())
+    figures = exp.parallel_figures("val", rates)
+    ratios = [w / o for w, o in zip(rates["memmap + DataLoader workers"], rates[exp.ONE_PROCESS])]
+    assert figures["memmap_val_workers_over_one_process_ci_low"] == min(ratios)  # six rounds: all of them
+    assert figures["memmap_val_threads_images_per_s"] == exp.measure.median(rates["memmap + threads"])
+    # the verdict follows the interval: wholly below 1 slower, wholly above faster, across 1 a tie
+    figures |= _interval("memmap_val_workers_over_one_process", 0.4, 0.3, 0.5)
+    figures |= _interval("memmap_val_threads_over_one_process", 1.0, 0.9, 1.2)
+    workers, threads = exp.parallel_verdicts(figures, "val", chosen)
+    assert workers.startswith("multiple worker processes (workers=1): slower than one process")
+    assert threads.startswith("multiple threads (threads=2): a tie with one process")
+    figures |= _interval("memmap_val_threads_over_one_process", 1.5, 1.2, 1.9)
+    assert "faster than" in exp.parallel_verdicts(figures, "val", chosen)[1]
+    only_one = exp.parallel_rows(rows[:2], "val")  # no worker or thread rows (workers=[0]): no contenders, no lines
+    assert list(only_one) == [exp.ONE_PROCESS] and exp.parallel_verdicts({}, "val", only_one) == []

@@ -27,6 +27,12 @@ SPLITS = ("train", "val")
 ONE_PROCESS = "memmap, one process"  # the helpers' memmap loader: BatchLoader in one process, batched transforms
 TUTORIAL = "tutorial: tensorclass + Collate"  # the tutorial's memmap loader: DataLoader over its tensorclass
 BEST_MEMMAP, BEST_DATALOADER = "best memmap loader", "best DataLoader + ImageFolder"  # head_to_head's contenders
+# the two ways the sweep spreads the one-process memmap loader over cores: (figure word, name in a verdict)
+READ = "read the file's bytes"  # per_image_costs' i/o-only timing, kept out of its table
+PARALLEL = {
+    "memmap + DataLoader workers": ("workers", "multiple worker processes"),
+    "memmap + threads": ("threads", "multiple threads"),
+}
 
 
 def sample_transform(split: str) -> Any:
@@ -245,9 +251,39 @@ def head_to_head(
     BEST_MEMMAP, BEST_DATALOADER and ONE_PROCESS (the best memmap loader's rounds when it is the one process):
     `speedup_ratios` takes the ratios per round. Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    best = best_rows(rows, split)
-    same = best[ONE_PROCESS] is best[BEST_MEMMAP]
-    timed = {name: r for name, r in best.items() if not (same and name == ONE_PROCESS)}
+    return _race(prep, split, best_rows(rows, split), batch_size, rounds)
+
+
+def parallel_rows(rows: list[dict[str, Any]], split: str) -> dict[str, dict[str, Any]]:
+    """Return the sweep's one-process memmap row of `split` and, for each way to spread that loader over cores
+    (`PARALLEL`: worker processes, threads), its configuration with the most images/s."""
+    part = [r for r in rows if r["split"] == split]
+    chosen = {ONE_PROCESS: next(r for r in part if r["pipeline"] == ONE_PROCESS)}
+    for way in PARALLEL:
+        found = [r for r in part if r["pipeline"] == way]
+        chosen.update({way: max(found, key=lambda r: r["images_per_s"])} if found else {})
+    return chosen
+
+
+def parallel_rounds(
+    prep: Prepared, split: str, rows: list[dict[str, Any]], batch_size: int, rounds: int
+) -> dict[str, list[float]]:
+    """Time the one-process memmap loader against its fastest worker-process and threaded configurations
+    (`parallel_rows`) in interleaved rounds; return {pipeline: images/s per round}.
+
+    Explained in notebooks/09_precompute_memmap.ipynb.
+    """
+    return _race(prep, split, parallel_rows(rows, split), batch_size, rounds)
+
+
+def _race(
+    prep: Prepared, split: str, chosen: dict[str, dict[str, Any]], batch_size: int, rounds: int
+) -> dict[str, list[float]]:
+    """Time each distinct sweep row of `chosen` ({name: row}) for one epoch per round, in a new random order each
+    round after one warm-up epoch; return {name: images/s per round} (names that share a row share its list)."""
+    timed: dict[str, dict[str, Any]] = {}
+    for name, r in chosen.items():
+        timed.update({} if any(r is t for t in timed.values()) else {name: r})
     with warnings.catch_warnings():  # more workers than cores may win the sweep
         warnings.filterwarnings("ignore", message=".*worker processes in total.*")
         loaders = {
@@ -259,7 +295,7 @@ def head_to_head(
         seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
     del fns, loaders  # stop persistent workers
     rates = {name: [counted[name] / s for s in values] for name, values in seconds.items()}
-    return rates | ({ONE_PROCESS: rates[BEST_MEMMAP]} if same else {})
+    return {name: next(rates[t] for t, tr in timed.items() if tr is r) for name, r in chosen.items()}
 
 
 def _epoch(loader: Any, counted: dict[str, int], name: str) -> None:
@@ -280,6 +316,37 @@ def round_figures(split: str, rates: dict[str, list[float]]) -> dict[str, float]
         f"memmap_{split}_images_per_s": measure.median(rates[BEST_MEMMAP]),
         f"dataloader_{split}_images_per_s": measure.median(rates[BEST_DATALOADER]),
     }
+
+
+def parallel_figures(split: str, rates: dict[str, list[float]]) -> dict[str, float]:
+    """Return each way's images/s over the one process's per round of `parallel_rounds` (median and 95 % interval,
+    `memmap_<split>_<workers|threads>_over_one_process`) and the median images/s of each contender."""
+    figures = {f"memmap_{split}_one_process_images_per_s": measure.median(rates[ONE_PROCESS])}
+    for way, (short, _) in PARALLEL.items():
+        if way in rates:
+            key = f"memmap_{split}_{short}"
+            figures |= measure.interval_figures(f"{key}_over_one_process", measure.ratios(rates, way, ONE_PROCESS))
+            figures[f"{key}_images_per_s"] = measure.median(rates[way])
+    return figures
+
+
+def parallel_verdicts(figures: dict[str, float], split: str, chosen: dict[str, dict[str, Any]]) -> list[str]:
+    """Return one line per way of `parallel_figures`: faster than, slower than or a tie with the one process,
+    as the saved ratio's 95 % interval says, with both rates and the configuration (`parallel_rows`)."""
+    lines = []
+    for way, (short, words) in PARALLEL.items():
+        key = f"memmap_{split}_{short}_over_one_process"
+        if key not in figures:
+            continue
+        low, high = figures[key + measure.stats.LOW], figures[key + measure.stats.HIGH]
+        word = {"met": "faster than", "missed": "slower than"}.get(measure.stats.decide(low, high, 1.0), "a tie with")
+        knob, rate = f"{short}={chosen[way]['num_' + short]}", figures[f"memmap_{split}_{short}_images_per_s"]
+        lines.append(
+            f"{words} ({knob}): {word} one process on this machine ({rate:.0f} vs "
+            f"{figures[f'memmap_{split}_one_process_images_per_s']:.0f} images/s; ratio {figures[key]:.2f}, "
+            f"95 % interval {low:.2f} to {high:.2f})"
+        )
+    return lines
 
 
 def speedups(rows: list[dict[str, Any]]) -> dict[str, float]:
@@ -315,7 +382,10 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
     Stages, each the code the DataLoader + ImageFolder pipeline runs: open + decode (the dataset's loader), the
     sample transform's `precompute` (resize to tensor; for val also the center crop: what a store keeps), its
     `per_epoch` part (crop, flip, normalise) and DataLoader's collate (stacking the float images), each on one
-    thread as in a DataLoader worker. Explained in notebooks/09_precompute_memmap.ipynb.
+    thread as in a DataLoader worker, in interleaved rounds. `attrs` holds, per round, open + decode over the
+    three later stages together (`decode_over_transforms_rounds`), and the ms per image of reading the files'
+    bytes alone (`read_ms_per_image`), the part of open + decode that is i/o. Explained in
+    notebooks/09_precompute_memmap.ipynb.
     """
     ds, tf = ImageFolder(folder / split), sample_transform(split)
     paths = [p for p, _ in ds.samples[:n]]
@@ -327,18 +397,41 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
         "precompute (resize, to uint8 tensor)": (lambda: [tf.precompute(im) for im in decoded], len(paths)),
         "per epoch (crop, flip, normalise)": (lambda: [tf.per_epoch(x) for x in stored], len(paths)),
         "collate (stack the floats)": (lambda: torch.stack(samples), len(samples)),
+        READ: (lambda: [Path(p).read_bytes() for p in paths], len(paths)),
     }
-    rows, threads = [], torch.get_num_threads()
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one thread per stage, as in a DataLoader worker (a busy machine stalls torch's pool)
     try:
-        for stage, (fn, count) in stages.items():
-            seconds = measure.measure(fn, repeat=repeat, warmup=2, contender=stage)
-            rows.append({"stage": stage, "ms_per_image": measure.median(seconds) / count * 1e3})
+        seconds = measure.interleaved({stage: fn for stage, (fn, _) in stages.items()}, repeat=repeat, warmup=2)
     finally:
         torch.set_num_threads(threads)
-    table = pd.DataFrame(rows)
+    per_image = {stage: [s / count for s in seconds[stage]] for stage, (_, count) in stages.items()}
+    read = per_image.pop(READ)
+    table = pd.DataFrame([{"stage": k, "ms_per_image": measure.median(v) * 1e3} for k, v in per_image.items()])
     table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()
+    decode, *later = per_image.values()
+    table.attrs["decode_over_transforms_rounds"] = [d / sum(t) for d, *t in zip(decode, *later)]
+    table.attrs["read_ms_per_image"] = measure.median(read) * 1e3
     return table
+
+
+def stage_answer(costs: pd.DataFrame, figures: dict[str, float]) -> str:
+    """Return what `per_image_costs`' table says of "i/o rather than the transforms": open + decode against the
+    later stages together, as the saved `decode_over_transforms` ratio's 95 % interval says, and the largest stage."""
+    low, high = (
+        figures["decode_over_transforms" + measure.stats.LOW],
+        figures["decode_over_transforms" + measure.stats.HIGH],
+    )
+    word = {"met": "open + decode dominates", "missed": "the transforms dominate"}.get(
+        measure.stats.decide(low, high, 1.0), "open + decode and the transforms are a tie"
+    )
+    ms = costs.set_index("stage")["ms_per_image"]
+    return (
+        f"open + decode {ms.iloc[0]:.2f} ms per image (reading the file's bytes alone: "
+        f"{costs.attrs['read_ms_per_image']:.3f} ms), the transforms and collate {ms.iloc[1:].sum():.2f} ms; ratio "
+        f"{figures['decode_over_transforms']:.2f}, 95 % interval {low:.2f} to {high:.2f}: {word} on this machine; "
+        f"largest single stage: {ms.idxmax()} ({ms.max() / ms.sum():.0%} of the per-image time)"
+    )
 
 
 def transform_costs(

@@ -107,13 +107,6 @@ def find_decoders() -> tuple[dict[str, Decoder], dict[str, str]]:
     return found, missing
 
 
-def pillow_uses_turbo() -> bool:
-    """Return whether Pillow was built with libjpeg-turbo (seed 002's check)."""
-    from ..measure.capabilities import check_libjpeg_turbo
-
-    return check_libjpeg_turbo()[0]
-
-
 def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[bytes]:
     """Return `count` seeded photo-like JPEGs of `px` x `px`, encoded in memory."""
     from .jpeg_folder import synthetic_image

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from torch import nn
 
 from .. import config, measure
 from ..data import cifar10, ffcv_io, memmap
@@ -16,7 +17,7 @@ from ..load.batch_loader import BatchLoader
 from ..load.move import move_to
 from ..load.transforms import OnImages, ResizeCenterCrop
 from ..measure.steps import Blocks, StepTimes, compare_steps
-from ..models import WideResNet
+from ..models import SeedWideResNet, WideResNet
 from . import BenchResult
 from .training import Step, batch_times, table, train_step
 
@@ -108,6 +109,22 @@ def helpers_loader(
     )
 
 
+def ffcv_loader(beton: Any, batch_size: int, device: torch.device, resize: int, crop: int, seed: int = 0) -> Any:
+    """The seed's FFCV Loader: a center crop of crop/resize of the side, resized to crop; QUASI_RANDOM, one thread."""
+    return ffcv_io.Batches(
+        ffcv_io.image_loader(
+            beton,
+            batch_size,
+            num_workers=1,
+            order="quasi_random",
+            device=device,
+            size=crop,
+            ratio=crop / resize,
+            seed=seed,
+        )
+    )
+
+
 def make_loaders(
     data: dict[str, Any],
     batch_size: int,
@@ -124,19 +141,8 @@ def make_loaders(
     helpers' batched transform (default: `ResizeCenterCrop`); `num_workers` is the DataLoader's (the seed's 1).
     """
     loaders: dict[str, Any] = {}
-    if data["beton"] is not None:  # FFCV: a center crop of crop/resize of the side, resized to crop
-        loaders["FFCV"] = ffcv_io.Batches(
-            ffcv_io.image_loader(
-                data["beton"],
-                batch_size,
-                num_workers=1,
-                order="quasi_random",
-                device=device,
-                size=crop,
-                ratio=crop / resize,
-                seed=seed,
-            )
-        )
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_loader(data["beton"], batch_size, device, resize, crop, seed)
     loaders["DataLoader"] = torch_loader(
         data["images"], data["labels"], batch_size, device, resize, crop, seed, num_workers
     )
@@ -307,6 +313,115 @@ def figures(t: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+# ------------------------------------------------------------------------ seed 003's own protocol, as written
+SEED_SKIP = 11  # the seed times a batch only `if i > 10`: the first 11 batches of each pass are left out
+SEED_WRN = (28, 10)  # the seed's WideResNet, replayed where a GPU makes it affordable
+
+
+def replay_wrn(device: torch.device, depth: int, width: int) -> tuple[int, int]:
+    """Return the (depth, width) the seed's protocol runs with: its WRN-28-10 on CUDA, else the scale's WRN."""
+    return SEED_WRN if device.type == "cuda" else (depth, width)
+
+
+def seed_skip(batches: int, skip: int = SEED_SKIP) -> int:
+    """Return how many leading batches of a pass to leave out: `skip`, fewer where a pass would then time < 2."""
+    if batches < 3:
+        raise ValueError(
+            f"a pass must have 3 or more batches (one left out, two timed), got {batches}: use more images"
+        )
+    return min(skip, batches - 2)
+
+
+def seed_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int) -> dict[str, Any]:
+    """Return seed 003's loaders as written: FFCV (QUASI_RANDOM) and a DataLoader that does not shuffle."""
+    loaders: dict[str, Any] = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_loader(data["beton"], batch_size, device, resize, crop)
+    dataset = cifar10.ImageDataset(data["images"], data["labels"], cifar10.PillowResizeCrop(resize, crop))
+    loaders["DataLoader"] = torch.utils.data.DataLoader(  # no shuffle: the file's order, every pass
+        dataset, batch_size=batch_size, num_workers=1, pin_memory=device.type == "cuda", drop_last=True
+    )
+    return loaders
+
+
+def seed_steps(model: nn.Module, device: torch.device) -> dict[str, Step]:
+    """Return seed 003's timed step behind each loader: forward and loss only, no backward, no optimizer step."""
+    criterion = nn.CrossEntropyLoss()
+
+    def ffcv_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x / 255  # FFCV's batch: uint8, already on `device` (ToDevice in its pipeline)
+        return criterion(model(x), y)
+
+    def torch_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        x = x.to(device)  # the seed: x.cuda()
+        y = y.to(device).flatten()
+        return criterion(model(x), y)  # autograd records the graph all the same, as in the seed
+
+    return {"FFCV": ffcv_step, "DataLoader": torch_step}
+
+
+def seed_pass(
+    loader: Iterable[Any], step: Step | None, device: torch.device, skip: int, contender: str = ""
+) -> list[float]:
+    """Time one pass as seed 003 does: from a batch's arrival (and `step`) to the next's; the first `skip` left out."""
+    times = []
+    now = measure.now()
+    for i, b in enumerate(loader):
+        if step is not None:
+            step(*b)
+        measure.sync(device)  # the seed: torch.cuda.synchronize()
+        if i > skip - 1:  # the seed's `if i > 10`
+            times.append(measure.elapsed(now, contender or None))
+        now = measure.now()
+    return times
+
+
+def seed_protocol(
+    loaders: Mapping[str, Iterable[Any]], steps: Mapping[str, Step], device: torch.device, skip: int
+) -> dict[str, dict[str, list[float]]]:
+    """Run seed 003's four passes in its order: FFCV full, FFCV load only, DataLoader load only, DataLoader full."""
+    times: dict[str, dict[str, list[float]]] = {"full": {}, "load only": {}}
+    for name, phase in [("FFCV", "full"), ("FFCV", "load only"), ("DataLoader", "load only"), ("DataLoader", "full")]:
+        if name in loaders:  # no FFCV where ffcv is not installed
+            step = steps[name] if phase == "full" else None
+            times[phase][name] = seed_pass(loaders[name], step, device, skip, f"{name} {phase}")
+    return times
+
+
+def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
+    """Return seed 003's table: mean, median, 0.95 quantile per loader, then a row of FFCV's uplift % on each."""
+    d = pd.DataFrame(
+        {name: [np.mean(t), np.median(t), np.quantile(t, 0.95)] for name, t in times.items()},
+        index=["Mean", "Median", "0.95-Quantile"],
+    ).T
+    if "FFCV" in d.index:
+        d.loc["UPLIFT (%)"] = (d.loc["FFCV"] - d.loc[baseline]) / d.loc[baseline] * 100
+    return d
+
+
+def seed_figures(tables: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    """Return the replay's figures: each loader's median ms per phase and FFCV's uplift % of the median."""
+    out = {}
+    for phase, d in tables.items():
+        key = phase.split()[0]  # "full", "load"
+        for name in d.index.drop("UPLIFT (%)", errors="ignore"):
+            out[f"cifar_seed_protocol_{name.lower()}_{key}_median_ms"] = float(d.loc[name, "Median"] * 1e3)
+        if "UPLIFT (%)" in d.index:
+            out[f"cifar_seed_protocol_{key}_uplift_pct"] = float(d.loc["UPLIFT (%)", "Median"])
+    return out
+
+
+def replay(
+    data: dict[str, Any], batch_size: int, device: torch.device, wrn: tuple[int, int], seed: int = 0
+) -> tuple[dict[str, pd.DataFrame], int]:
+    """Replay seed 003's protocol with the seed's WideResNet of `wrn` (depth, width); return its tables and skip."""
+    loaders = seed_loaders(data, batch_size, device, RESIZE, CROP)
+    torch.manual_seed(seed)
+    steps = seed_steps(SeedWideResNet(*wrn).to(device), device)
+    skip = seed_skip(len(loaders["DataLoader"]))
+    return {phase: seed_table(t) for phase, t in seed_protocol(loaders, steps, device, skip).items()}, skip
+
+
 def run(scale: str) -> BenchResult:
     """Measure load-only img/s and full WRN step times of FFCV, DataLoader and the helpers on CIFAR-10."""
     train, test, batch_size = (config.size(f"cifar.{k}", scale) for k in ("train", "test", "batch_size"))
@@ -315,10 +430,17 @@ def run(scale: str) -> BenchResult:
     data = prepare(train, test, RESIZE, CROP, seed)
     loaders = make_loaders(data, batch_size, device, RESIZE, CROP, seed)
     t = measure_all(loaders, batch_size, device, epochs, steps, depth, width, seed, BUDGET)
+    wrn = replay_wrn(device, depth, width)  # a GPU run replays the seed with its WRN-28-10
+    seed_tables, skip = replay(data, batch_size, device, wrn, seed)
     rows = [
         {"loader": name, "phase": phase, **{k: float(v) for k, v in t[phase].loc[name].items()}}
         for phase in ("load", "step", "wait")
         for name in t[phase].index
+    ]
+    rows += [
+        {"loader": name, "phase": f"seed protocol, {phase}", **{k: float(v) for k, v in d.loc[name].items()}}
+        for phase, d in seed_tables.items()
+        for name in d.index
     ]
     knobs = {
         "train_images": train,
@@ -334,5 +456,6 @@ def run(scale: str) -> BenchResult:
         "device": str(device),
         "ffcv": data["beton"] is not None,
         "threads": torch.get_num_threads(),
+        "seed_protocol": {"model": f"seed WRN-{wrn[0]}-{wrn[1]}", "skip": skip, "passes": 1, "shuffle": False},
     }
-    return BenchResult(rows, figures(t), knobs=knobs, repeats=steps)
+    return BenchResult(rows, figures(t) | seed_figures(seed_tables), knobs=knobs, repeats=steps)

@@ -379,7 +379,10 @@ def seed_pass(
 def seed_protocol(
     loaders: Mapping[str, Iterable[Any]], steps: Mapping[str, Step], device: torch.device, skip: int
 ) -> dict[str, dict[str, list[float]]]:
-    """Run seed 003's four passes in its order: FFCV full, FFCV load only, DataLoader load only, DataLoader full."""
+    """Run seed 003's four passes in its order: FFCV full, FFCV load only, DataLoader load only, DataLoader full.
+
+    Notebook 11 makes the same four `seed_pass` calls in one cell, as the seed's four cells.
+    """
     times: dict[str, dict[str, list[float]]] = {"full": {}, "load only": {}}
     for name, phase in [("FFCV", "full"), ("FFCV", "load only"), ("DataLoader", "load only"), ("DataLoader", "full")]:
         if name in loaders:  # no FFCV where ffcv is not installed

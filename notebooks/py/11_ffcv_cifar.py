@@ -37,7 +37,8 @@ from fastloops_helpers.experiments import cifar, training
 from fastloops_helpers.load import transforms
 from fastloops_helpers.measure import plots
 from fastloops_helpers.experiments.training import Step
-from fastloops_helpers.models import WideBlock, WideResNet, conv_macs, count_parameters
+from fastloops_helpers.models import (SeedWideBlock, SeedWideResidualBlock, SeedWideResNet, WideBlock, WideResNet,
+                                      conv_macs, count_parameters)
 
 print(config.describe())
 print(measure.hardware_line())
@@ -57,6 +58,7 @@ num_workers = 1                                # the DataLoader's worker process
 device = config.device()                       # FASTLOOPS_DEVICE; CUDA when torch sees a GPU
 seed = 0                                       # data, weights and every loader's order
 variant_rounds = 6                             # interleaved rounds, seed's WRN vs the project's: 6+ bound the interval
+variant_batch = 32                             # images per timed forward of the two WRNs: more is steadier, slower
 seed_skip = 11                                 # the seed's `if i > 10`: leading batches left out of each replayed pass
 replay_wrn = cifar.replay_wrn(device, depth, width)  # the replay's WRN: the seed's 28-10 on CUDA, else depth-width
 
@@ -369,7 +371,6 @@ if None not in fastest.values():
     _ = measure.predicted("NCHW step over channels-last step", 1.0, float("inf"),
                           fastest["NCHW"] / fastest["channels-last"], "x")
 
-
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prediction can miss, and the size of the effect is not settled by one run: it depends on the
 # convolution kernels oneDNN picks for this CPU, on the number of intra-op threads (importing ffcv sets torch's
@@ -380,187 +381,6 @@ if None not in fastest.values():
 # same layout, so the full-step table measures the loaders alone; compare its spread with the load-only gap.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## The seed's WideResNet, as written
-#
-# Every step above ran the project's `WideResNet`, written from the paper. Seed 003 wrote its own network,
-# `MyWideResNet28_10`, from three classes (`WideBlock`, `WideResidualBlock` and the network), and it is not the
-# same network in three places:
-#
-# - **Biases.** Each of its convolutions keeps PyTorch's default `bias=True`: the stem, two per block in twelve
-#   blocks and the three 1 x 1 shortcuts, 28 in WRN-28-10. The paper's and the project's have none.
-# - **Where the stride sits.** The first block of the second and of the third group halves the resolution. The
-#   seed puts the stride on that block's *second* 3 x 3 convolution, so the first one runs on the input at full
-#   resolution and produces a full-resolution map; the paper and the project put it on the first.
-# - **The last BatchNorm** is `BatchNorm2d(640, momentum=0.9)`. PyTorch's momentum is the weight of the *new*
-#   batch in the running statistics (`running = (1 - momentum) * running + momentum * batch`), the opposite of
-#   Keras's convention, in which a momentum of 0.9 keeps nine tenths of the old statistics.
-#
-# The cell below is the seed's three classes with depth and width as arguments, so each scale can run them: the
-# seed's layers, in the seed's order, under the seed's attribute names (a state dict saved from the seed's class
-# loads into `SeedWideResNet(28, 10)`); only the class names and the unused `self.in_planes` differ. The package
-# keeps the same code for the `cifar` benchmark. The project's variant follows it.
-
-# %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.models
-class SeedWideBlock(nn.Module):
-    """Seed 003's `WideBlock`: convs with biases, the stride on the second conv, `out += shortcut`."""
-
-    def __init__(self, in_channels: int, out_channels: int, stride: int) -> None:
-        super().__init__()
-        self.block_layer = nn.Sequential(
-            nn.BatchNorm2d(in_channels),
-            nn.ReLU(),
-            nn.Conv2d(in_channels, out_channels, 3, padding=1),  # full resolution: the stride comes second
-            nn.BatchNorm2d(out_channels),
-            nn.ReLU(),
-            nn.Conv2d(out_channels, out_channels, 3, stride=stride, padding=1),
-        )
-        self.use_residual = stride != 1 or in_channels != out_channels
-        res_conv_layer = [nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride=stride))]
-        self.res_conv = nn.Sequential(*(res_conv_layer if self.use_residual else []))  # empty: passes x through
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        out = self.block_layer(x)
-        out += self.res_conv(x)
-        return out
-
-
-class SeedWideResidualBlock(nn.Module):
-    """Seed 003's `WideResidualBlock`: `num_blocks` blocks, the first one changing channels and stride."""
-
-    def __init__(self, in_channels: int, out_channels: int, num_blocks: int, init_stride: int) -> None:
-        super().__init__()
-        layers = [SeedWideBlock(in_channels, out_channels, init_stride)]
-        layers += [SeedWideBlock(out_channels, out_channels, 1) for _ in range(num_blocks - 1)]
-        self.layers = nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
-
-
-class SeedWideResNet(nn.Module):
-    """Seed 003's `MyWideResNet28_10`, with depth and widen_factor as arguments; 32 x 32 inputs only."""
-
-    def __init__(self, depth: int = 28, widen_factor: int = 10, num_classes: int = 10) -> None:
-        super().__init__()
-        if depth < 10 or (depth - 4) % 6 or widen_factor < 1:
-            raise ValueError(f"need depth = 6n + 4 >= 10 and widen_factor >= 1, got {depth} and {widen_factor}")
-        n, w = (depth - 4) // 6, [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
-        self.model = nn.Sequential(
-            nn.Conv2d(3, w[0], 3, padding=1),
-            SeedWideResidualBlock(w[0], w[1], n, 1),
-            SeedWideResidualBlock(w[1], w[2], n, 2),
-            SeedWideResidualBlock(w[2], w[3], n, 2),
-            nn.BatchNorm2d(w[3], momentum=0.9),  # torch's momentum weighs the new batch: 0.9 keeps 10 % of the old
-            nn.ReLU(),
-            nn.AvgPool2d(8),
-        )
-        self.linear = nn.Linear(w[3], num_classes)
-        self.depth, self.widen_factor = depth, widen_factor
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = self.model(x)
-        return self.linear(x.view(x.shape[0], -1))
-
-    def extra_repr(self) -> str:
-        return f"seed WRN-{self.depth}-{self.widen_factor}"
-
-
-# %% slideshow={"slide_type": "subslide"}
-# the project's variant, which every step above ran: no biases, the stride on a block's first conv, default momentum
-show_code(WideBlock, WideResNet.__init__)
-
-# %% [markdown] slideshow={"slide_type": "-"}
-# **The parameter counts.** A bias adds one weight per output channel, so the difference between the two counts
-# should be the sum of the 28 convolutions' output channels, and nothing else should differ:
-
-# %% slideshow={"slide_type": "subslide"}
-seed_wrn, project_wrn = SeedWideResNet(28, 10), WideResNet(28, 10)
-convs = [m for m in seed_wrn.modules() if isinstance(m, nn.Conv2d)]
-n_seed, n_project, biases = count_parameters(seed_wrn), count_parameters(project_wrn), sum(c.bias.numel() for c in convs)
-print(f"WRN-28-10 parameters: the seed's {n_seed:,}, the project's {n_project:,}, difference {n_seed - n_project:,}")
-print(f"the biases of the seed's {len(convs)} convolutions: {biases:,}; equal to the difference: {n_seed - n_project == biases}")
-conv_biases = {id(c.bias) for c in convs}
-rest = sorted(tuple(p.shape) for p in seed_wrn.parameters() if id(p) not in conv_biases)
-print("without them, the same weight shapes:", rest == sorted(tuple(p.shape) for p in project_wrn.parameters()))
-
-
-# %% [markdown] slideshow={"slide_type": "-"}
-# **The stride.** Numbering the 3 x 3 convolutions in order (the stem is 0, a block's first is odd and its
-# second even), the stride-2 ones show where each network halves the resolution. A convolution before the
-# stride works on four times the area, so the seed's two strided blocks each do four times the multiply-adds in
-# their first convolution: 9 x c_in x c_out x (side² - (side/2)²) more, with (c_in, c_out, side) = (160, 320, 32)
-# and (320, 640, 16). `conv_macs` counts every convolution's multiply-adds on one image from its output size:
-
-# %% slideshow={"slide_type": "subslide"}
-def stride_two(model):  # the numbers of the 3 x 3 convolutions that halve the resolution, in the model's order
-    convs3 = [m for m in model.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
-    return [i for i, c in enumerate(convs3) if c.stride == (2, 2)]
-
-
-print(f"stride 2 on 3 x 3 convs {stride_two(seed_wrn)} in the seed's, {stride_two(project_wrn)} in the project's")
-one_image = torch.zeros(1, 3, 32, 32)
-macs_28 = {"seed": conv_macs(seed_wrn, one_image), "project": conv_macs(project_wrn, one_image)}
-extra = sum(9 * c_in * c_out * (side**2 - (side // 2) ** 2) for c_in, c_out, side in ((160, 320, 32), (320, 640, 16)))
-print(f"multiply-adds per image: the seed's {macs_28['seed']:,}, the project's {macs_28['project']:,} "
-      f"({macs_28['seed'] / macs_28['project']:.3f}x)")
-print(f"the extra is the two strided blocks' first convs at four times the area ({extra:,}):",
-      macs_28["seed"] - macs_28["project"] == extra)
-del seed_wrn, project_wrn  # 146 MB of weights each
-
-# %% [markdown] slideshow={"slide_type": "-"}
-# **The biases change the count, not the function.** Every convolution's output reaches a BatchNorm before any
-# non-linearity: directly (a block's first convolution), or through the residual sum, which the next block's
-# BatchNorm (or the last one) normalises. In training mode BatchNorm subtracts each channel's batch mean, and a
-# bias shifts that mean by exactly itself, so it cancels. Redrawing every bias of the seed's network should then
-# leave its logits unchanged, to rounding. **The momentum** changes what evaluation would use: after one batch
-# from the initial zeros, the running mean is 0.9 of that batch's mean where the default would keep 0.1 of it.
-
-# %% slideshow={"slide_type": "subslide"}
-torch.manual_seed(seed)
-small, x16 = SeedWideResNet(depth, width), torch.randn(16, 3, 32, 32)  # training mode, as the seed times it
-with torch.no_grad():
-    before = small(x16)
-    for conv in (m for m in small.modules() if isinstance(m, nn.Conv2d)):
-        conv.bias.normal_()  # a new bias for every convolution
-    print("logits unchanged with every conv bias redrawn:", torch.allclose(before, small(x16), atol=1e-4))
-    features = torch.randn(64, 8, 4, 4) + 3
-    last_bn, default_bn = nn.BatchNorm2d(8, momentum=small.model[4].momentum), nn.BatchNorm2d(8)
-    last_bn(features), default_bn(features)
-    batch_mean = features.mean((0, 2, 3))
-print(f"running mean after one batch, momentum {last_bn.momentum}: 0.9 x the batch's",
-      torch.allclose(last_bn.running_mean, 0.9 * batch_mean), f"| default {default_bn.momentum}: 0.1 x the batch's",
-      torch.allclose(default_bn.running_mean, 0.1 * batch_mean))
-
-# %% [markdown] slideshow={"slide_type": "-"}
-# **Prediction (speed).** At this scale's depth and width the seed's network does more multiply-adds per image
-# than the project's, by the ratio printed below; on top of that come the biases' additions (one per output
-# element) and a BatchNorm and ReLU on the larger map in each strided block. So its forward pass should be at
-# least as slow as the project's, and about the multiply-add ratio slower where the convolutions dominate. The
-# two run interleaved on the same batch, forward and loss as the seed times them.
-
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-torch.manual_seed(seed)
-variants = {"seed": SeedWideResNet(depth, width).to(device), "project": WideResNet(depth, width).to(device)}
-wrn_x = torch.from_numpy(images[:batch_size]).permute(0, 3, 1, 2).contiguous().float().div(255).to(device)
-wrn_y = torch.from_numpy(labels[:batch_size]).long().to(device)
-wrn_t = measure.interleaved({n: (lambda m=m: F.cross_entropy(m(wrn_x), wrn_y)) for n, m in variants.items()},
-                            repeat=variant_rounds, warmup=1, device=device)
-wrn_macs = {n: conv_macs(m, wrn_x[:1]) for n, m in variants.items()}
-print(f"WRN-{depth}-{width}, forward + loss on {batch_size} images: the seed's "
-      f"{measure.median(wrn_t['seed']) * 1e3:.1f} ms, the project's {measure.median(wrn_t['project']) * 1e3:.1f} ms")
-print(f"multiply-adds, the seed's over the project's: {wrn_macs['seed'] / wrn_macs['project']:.2f}x")
-_ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, float("inf"),
-                      measure.ratios(wrn_t, "seed", "project"), "x")
-
-# %% [markdown] slideshow={"slide_type": "-"}
-# The multiply-add ratio is an estimate of the convolutions' share only. At small widths the elementwise work
-# (BatchNorm, ReLU, the bias and the residual additions, all memory-bound) is a large part of the forward pass,
-# and the seed moves some of it onto maps four times larger, so the measured ratio can exceed the multiply-add
-# ratio; at WRN-28-10 the convolutions dominate and the two ratios should draw closer. The verdict line above says
-# whether the seed's network is slower beyond this run's spread, or a tie.
-
-# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Seed 003's protocol, replayed as written
 #
 # The tables above follow the project's protocol. The seed's figures come from another one, and the replay below
@@ -569,7 +389,7 @@ _ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, 
 # | | seed 003 (replayed here) | the tables above |
 # |---|---|---|
 # | step | forward and loss only (`loss = critetion(model(x), y)`), no backward, no optimizer step | forward, loss, backward, Adam |
-# | model | its own WideResNet (the classes above), NCHW or channels-last as the loader delivers | the project's `WideResNet`, every batch channels-last |
+# | model | its own WideResNet (`SeedWideResNet`, shown and compared in the next section), NCHW or channels-last as the loader delivers | the project's `WideResNet`, every batch channels-last |
 # | order | FFCV `QUASI_RANDOM`; the DataLoader without `shuffle`, the file's order | shuffled every epoch |
 # | passes | one per loader and table, in the seed's order: FFCV full, FFCV load only, DataLoader load only, DataLoader full | rounds, the loaders taking turns |
 # | batches left out | the first eleven of each pass (`if i > 10`) | none (load only), the first of each block (step) |
@@ -577,8 +397,8 @@ _ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, 
 # | the step's input | FFCV: `x / 255` on the uint8 batch already on the device; DataLoader: `x.cuda()`, `y.cuda().flatten()` | the same conversion for every loader |
 #
 # On a GPU the replay runs the seed's WRN-28-10 (`replay_wrn` in the defaults). On a CPU it runs the scale's
-# depth and width: WRN-28-10 does about 6 G multiply-adds per image (printed above), some 760 G per batch of 128,
-# which at a few tens of G multiply-adds a second per core is tens of seconds a batch. Where a pass has too few
+# depth and width: WRN-28-10 does about 6 G multiply-adds per image (counted in the next section), some
+# 760 G per batch of 128, which at a few tens of G multiply-adds a second per core is tens of seconds a batch. Where a pass has too few
 # batches to leave eleven out and still time two (the smoke scale), fewer are left out, and the replay says so.
 # The seed's two loaders (the package keeps them for the `cifar` benchmark, which replays the protocol too):
 
@@ -587,8 +407,9 @@ show_code(cifar.seed_loaders)
 
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# The seed's timed step behind each loader and its timing loop: the replay times these cells (the package keeps
-# the same code for the benchmark). The loop reads the clock the seed's way, from one batch's arrival to the
+# The seed's timed step behind each loader and its timing loop: the replay times these cells, one loop per pass as
+# the seed's four cells (the package keeps the same code, and `cifar.seed_protocol` runs the four passes for the
+# benchmark). The loop reads the clock the seed's way, from one batch's arrival to the
 # next's, so a batch's time is the wait for the loader plus, in a full pass, the step; `measure.sync` is the
 # seed's `torch.cuda.synchronize()` (a no-op on a CPU) and `measure.now` is `time.perf_counter`, a finer clock
 # than the seed's `time.time`.
@@ -628,17 +449,6 @@ def seed_pass(loader: Iterable[Any], step: Step | None, device: torch.device, sk
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.experiments.cifar
-def seed_protocol(loaders: Mapping[str, Iterable[Any]], steps: Mapping[str, Step], device: torch.device,
-                  skip: int) -> dict[str, dict[str, list[float]]]:
-    """Run seed 003's four passes in its order: FFCV full, FFCV load only, DataLoader load only, DataLoader full."""
-    times: dict[str, dict[str, list[float]]] = {"full": {}, "load only": {}}
-    for name, phase in [("FFCV", "full"), ("FFCV", "load only"), ("DataLoader", "load only"), ("DataLoader", "full")]:
-        if name in loaders:  # no FFCV where ffcv is not installed
-            step = steps[name] if phase == "full" else None
-            times[phase][name] = seed_pass(loaders[name], step, device, skip, f"{name} {phase}")
-    return times
-
-
 def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
     """Return seed 003's table: mean, median, 0.95 quantile per loader, then a row of FFCV's uplift % on each."""
     d = pd.DataFrame(
@@ -669,9 +479,18 @@ if skip < seed_skip:
           f"({train_size:,} images / {batch_size}), and two must be timed")
 torch.manual_seed(seed)
 replay_model = SeedWideResNet(*replay_wrn).to(device)
+replay_steps = seed_steps(replay_model, device)
 print(f"replaying with the {replay_model.extra_repr()} on {device}: batches {skip} to {passes - 1} of each pass timed")
-replay_tables = {phase: seed_table(t) for phase, t in
-                 seed_protocol(replay_loaders, seed_steps(replay_model, device), device, skip).items()}
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+replay = {"full": {}, "load only": {}}  # the seed's four loops, in its order
+if "FFCV" in replay_loaders:
+    replay["full"]["FFCV"] = seed_pass(replay_loaders["FFCV"], replay_steps["FFCV"], device, skip, "FFCV full")
+    replay["load only"]["FFCV"] = seed_pass(replay_loaders["FFCV"], None, device, skip, "FFCV load only")
+replay["load only"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], None, device, skip, "DataLoader load only")
+replay["full"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], replay_steps["DataLoader"], device, skip,
+                                         "DataLoader full")
+replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Full forward pass (seconds per batch; the last row in %), as the seed's first table:
@@ -705,6 +524,126 @@ else:
 # A forward pass without the backward is the smaller part of a training step, so under the seed's protocol
 # loading weighs more in each batch than in the full-step table above; compare the uplift printed here with
 # that table's.
+
+# %% [markdown] slideshow={"slide_type": "slide"}
+# ## The seed's WideResNet, as written
+#
+# Every training step above ran the project's `WideResNet`, written from the paper. Seed 003 wrote its own network,
+# `MyWideResNet28_10`, from three classes (`WideBlock`, `WideResidualBlock` and the network), and it is not the
+# same network in three places:
+#
+# - **Biases.** Each of its convolutions keeps PyTorch's default `bias=True`: the stem, two per block in twelve
+#   blocks and the three 1 x 1 shortcuts, 28 in WRN-28-10. The paper's and the project's have none.
+# - **Where the stride sits.** The first block of the second and of the third group halves the resolution. The
+#   seed puts the stride on that block's *second* 3 x 3 convolution, so the first one runs on the input at full
+#   resolution and produces a full-resolution map; the paper and the project put it on the first.
+# - **The last BatchNorm** is `BatchNorm2d(640, momentum=0.9)`. PyTorch's momentum is the weight of the *new*
+#   batch in the running statistics (`running = (1 - momentum) * running + momentum * batch`), the opposite of
+#   Keras's convention, in which a momentum of 0.9 keeps nine tenths of the old statistics.
+#
+# The replay above ran the seed's three classes, rendered below with depth and width as arguments so that each
+# scale can run them: the seed's layers, in the seed's order, under the seed's attribute names (a state dict
+# saved from the seed's class loads into `SeedWideResNet(28, 10)`); only the class names and the unused
+# `self.in_planes` differ. The project's variant follows them.
+
+# %% slideshow={"slide_type": "subslide"}
+# seed 003's three classes, depth and width as arguments (the package keeps them for the `cifar` benchmark)
+show_code(SeedWideBlock, SeedWideResidualBlock, SeedWideResNet)
+
+# %% slideshow={"slide_type": "subslide"}
+# the project's variant, which every step above ran: no biases, the stride on a block's first conv, default momentum
+show_code(WideBlock, WideResNet.__init__)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **The parameter counts.** A bias adds one weight per output channel, so the difference between the two counts
+# should be the sum of the 28 convolutions' output channels, and nothing else should differ:
+
+# %% slideshow={"slide_type": "subslide"}
+with torch.device("meta"):  # tensors with shapes and no storage: building WRN-28-10 costs no memory or time
+    seed_wrn, project_wrn = SeedWideResNet(28, 10), WideResNet(28, 10)
+convs = [m for m in seed_wrn.modules() if isinstance(m, nn.Conv2d)]
+n_seed, n_project, biases = count_parameters(seed_wrn), count_parameters(project_wrn), sum(c.bias.numel() for c in convs)
+print(f"WRN-28-10 parameters: the seed's {n_seed:,}, the project's {n_project:,}, difference {n_seed - n_project:,}")
+print(f"the biases of the seed's {len(convs)} convolutions: {biases:,}; equal to the difference: {n_seed - n_project == biases}")
+conv_biases = {id(c.bias) for c in convs}
+rest = sorted(tuple(p.shape) for p in seed_wrn.parameters() if id(p) not in conv_biases)
+print("without them, the same weight shapes:", rest == sorted(tuple(p.shape) for p in project_wrn.parameters()))
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **The stride.** Numbering the 3 x 3 convolutions in order (the stem is 0, a block's first is odd and its
+# second even), the stride-2 ones show where each network halves the resolution. A convolution before the
+# stride works on four times the area, so the seed's two strided blocks each do four times the multiply-adds in
+# their first convolution: 9 x c_in x c_out x (side² - (side/2)²) more, with (c_in, c_out, side) = (160, 320, 32)
+# and (320, 640, 16). `conv_macs` counts every convolution's multiply-adds on one image from its output size (on the meta device
+# the forward pass only propagates shapes):
+
+# %% slideshow={"slide_type": "subslide"}
+def stride_two(model):  # the numbers of the 3 x 3 convolutions that halve the resolution, in the model's order
+    convs3 = [m for m in model.modules() if isinstance(m, nn.Conv2d) and m.kernel_size == (3, 3)]
+    return [i for i, c in enumerate(convs3) if c.stride == (2, 2)]
+
+
+print(f"stride 2 on 3 x 3 convs {stride_two(seed_wrn)} in the seed's, {stride_two(project_wrn)} in the project's")
+one_image = torch.zeros(1, 3, 32, 32, device="meta")
+macs_28 = {"seed": conv_macs(seed_wrn, one_image), "project": conv_macs(project_wrn, one_image)}
+extra = sum(9 * c_in * c_out * (side**2 - (side // 2) ** 2) for c_in, c_out, side in ((160, 320, 32), (320, 640, 16)))
+print(f"multiply-adds per image: the seed's {macs_28['seed']:,}, the project's {macs_28['project']:,} "
+      f"({macs_28['seed'] / macs_28['project']:.3f}x)")
+print(f"the extra is the two strided blocks' first convs at four times the area ({extra:,}):",
+      macs_28["seed"] - macs_28["project"] == extra)
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **The biases change the count, not the function.** Every convolution's output reaches a BatchNorm before any
+# non-linearity: directly (a block's first convolution), or through the residual sum, which the next block's
+# BatchNorm (or the last one) normalises. In training mode BatchNorm subtracts each channel's batch mean, and a
+# bias shifts that mean by exactly itself, so it cancels. Redrawing every bias of the seed's network should then
+# leave its logits unchanged, to rounding. **The momentum** changes what evaluation would use: after one batch
+# from the initial zeros, the running mean is 0.9 of that batch's mean where the default would keep 0.1 of it.
+
+# %% slideshow={"slide_type": "subslide"}
+torch.manual_seed(seed)
+small, x16 = SeedWideResNet(depth, width), torch.randn(16, 3, 32, 32)  # training mode, as the seed times it
+with torch.no_grad():
+    before = small(x16)
+    for conv in (m for m in small.modules() if isinstance(m, nn.Conv2d)):
+        conv.bias.normal_()  # a new bias for every convolution
+    print("logits unchanged with every conv bias redrawn:", torch.allclose(before, small(x16), atol=1e-4))
+    features = torch.randn(64, 8, 4, 4) + 3
+    last_bn, default_bn = nn.BatchNorm2d(8, momentum=small.model[4].momentum), nn.BatchNorm2d(8)
+    last_bn(features), default_bn(features)
+    batch_mean = features.mean((0, 2, 3))
+print(f"running mean after one batch, momentum {last_bn.momentum}: 0.9 x the batch's",
+      torch.allclose(last_bn.running_mean, 0.9 * batch_mean), f"| default {default_bn.momentum}: 0.1 x the batch's",
+      torch.allclose(default_bn.running_mean, 0.1 * batch_mean))
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **Prediction (speed).** At this scale's depth and width the seed's network does more multiply-adds per image
+# than the project's, by the ratio printed below; on top of that come the biases' additions (one per output
+# element) and a BatchNorm and ReLU on the larger map in each strided block. So its forward pass should be at
+# least as slow as the project's, and about the multiply-add ratio slower where the convolutions dominate. The
+# two run interleaved on the same batch of `variant_batch` images, forward and loss as the seed times them.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+torch.manual_seed(seed)
+variants = {"seed": SeedWideResNet(depth, width).to(device), "project": WideResNet(depth, width).to(device)}
+wrn_x = torch.from_numpy(images[:variant_batch]).permute(0, 3, 1, 2).contiguous().float().div(255).to(device)
+wrn_y = torch.from_numpy(labels[:variant_batch]).long().to(device)
+wrn_t = measure.interleaved({n: (lambda m=m: F.cross_entropy(m(wrn_x), wrn_y)) for n, m in variants.items()},
+                            repeat=variant_rounds, warmup=1, device=device)
+wrn_macs = {n: conv_macs(m, wrn_x[:1]) for n, m in variants.items()}
+print(f"WRN-{depth}-{width}, forward + loss on {variant_batch} images: the seed's "
+      f"{measure.median(wrn_t['seed']) * 1e3:.1f} ms, the project's {measure.median(wrn_t['project']) * 1e3:.1f} ms")
+print(f"multiply-adds, the seed's over the project's: {wrn_macs['seed'] / wrn_macs['project']:.2f}x")
+_ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, float("inf"),
+                      measure.ratios(wrn_t, "seed", "project"), "x")
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The multiply-add ratio is an estimate of the convolutions' share only. At small widths the elementwise work
+# (BatchNorm, ReLU, the bias and the residual additions, all memory-bound) is a large part of the forward pass,
+# and the seed moves some of it onto maps four times larger, so the measured ratio can exceed the multiply-add
+# ratio; at WRN-28-10 the convolutions dominate and the two ratios should draw closer. The verdict line above says
+# whether the seed's network is slower beyond this run's spread, or a tie.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates,

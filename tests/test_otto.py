@@ -148,16 +148,60 @@ def test_seed_protocol_skips_the_seeds_eleven_batches_and_tabulates_each_uplift(
 
     from fastloops_helpers.experiments import otto as exp
 
+    assert exp.SEED_SKIP == 11  # the seed times a batch `if i > 10`: batches 0 to 10 are left out
     X, y = otto.read_otto(otto.generate_otto(_tmp(), rows=300, seed=4))
     data = exp.seed_protocol_data({"X": X, "y": y, "beton": None}, rows=300)
     cpu = torch.device("cpu")
     loaders = exp.seed_protocol_loaders(data, 20, cpu)  # 15 batches per epoch
     times = exp.seed_protocol(loaders, exp.forward_loss_factory(cpu), 2, cpu)
     assert {len(v) for v in times.values()} == {2 * (15 - exp.SEED_SKIP)}
-    t = exp.seed_table({"DataLoader": [0.2, 0.2, 0.4], "FFCV": [0.1, 0.1, 0.1]})
-    assert t.loc["FFCV", "uplift_median_%"] == pytest.approx(-50)
-    assert t.loc["FFCV", "uplift_mean_%"] == pytest.approx((0.1 - 0.8 / 3) / (0.8 / 3) * 100)
-    assert list(t.columns[:3]) == ["mean", "median", "p95"]
+    every = exp.seed_protocol(loaders, exp.forward_loss_factory(cpu), 2, cpu, skip=0)
+    assert {len(v) for v in every.values()} == {2 * 15}
+    t = exp.seed_table({"DataLoader": [0.2, 0.2, 0.4], "FFCV": [0.1, 0.1, 0.1], "helpers": [0.05, 0.05, 0.05]})
+    assert list(t.columns) == ["Mean", "Median", "0.95-Quantile"]  # the seed's columns, in its order
+    assert list(t.index) == ["DataLoader", "FFCV", "helpers", "UPLIFT FFCV (%)", "UPLIFT helpers (%)"]
+    assert t.loc["UPLIFT FFCV (%)", "Median"] == pytest.approx(-50)
+    assert t.loc["UPLIFT FFCV (%)", "Mean"] == pytest.approx((0.1 - 0.8 / 3) / (0.8 / 3) * 100)
+    assert t.loc["DataLoader", "0.95-Quantile"] == pytest.approx(np.quantile([0.2, 0.2, 0.4], 0.95))
+    assert t.loc["UPLIFT helpers (%)", "Median"] == pytest.approx(-75)
+
+
+def test_the_seeds_loop_times_back_to_back_the_wait_and_the_step(monkeypatch):
+    import torch
+
+    from fastloops_helpers import measure
+    from fastloops_helpers.experiments import otto as exp
+    from fastloops_helpers.measure import clock
+
+    ticks = [0.0]
+    monkeypatch.setattr(clock, "now", lambda: ticks[0])  # a fake clock: only the loader and the step move it
+    monkeypatch.setattr(measure, "now", lambda: ticks[0])
+
+    def loader():
+        for _ in range(14):
+            ticks[0] += 1.0  # waiting for a batch
+            yield torch.zeros(2, 3), torch.zeros(2)
+
+    calls = []
+
+    def step(x, y):
+        calls.append(1)
+        ticks[0] += 10.0
+
+    times = exp.seed_protocol({"a": _Again(loader)}, lambda: step, 2, torch.device("cpu"))
+    assert len(calls) == 2 * 14 and times == {"a": [11.0] * 6}  # every batch stepped; batches 11 to 13 timed
+    every = exp.seed_protocol({"a": _Again(loader)}, lambda: step, 1, torch.device("cpu"), skip=0)
+    assert every == {"a": [11.0] * 14}
+
+
+class _Again:
+    """A loader: a fresh generator from `make` at every epoch."""
+
+    def __init__(self, make):
+        self.make = make
+
+    def __iter__(self):
+        return self.make()
 
 
 def test_load_only_takes_turns_and_gives_samples_per_s_per_round():
@@ -205,7 +249,7 @@ def test_a_full_step_epoch_is_a_block_with_its_waits_kept_apart():
     timed = exp.step_times({"a": Loader(), "b": Loader()}, factory, 3, torch.device("cpu"))
     assert set(seen) == {1} and not open_iterators  # each epoch's iterator is closed before the next loader's
     assert {k: len(v) for k, v in timed.flat("waits").items()} == {"a": 3 * (5 - exp.SKIP), "b": 3 * (5 - exp.SKIP)}
-    every = exp.compare({"a": Loader()}, 2, factory, torch.device("cpu"), skip=0, warmup=0)
+    every = exp.compare({"a": Loader()}, 2, factory, torch.device("cpu"), skip=0)
     assert len(every["a"]) == 2 * 5  # skip=0 counts every batch, the first with its iterator's start-up
 
 
@@ -245,6 +289,8 @@ def test_figures_save_each_ratio_of_the_targets_with_its_interval():
     for target in (t for t in claims.TARGETS if t.benchmark == "bench-otto"):
         assert target.figure + "_ci_low" in out and target.verdict(out) == "met", target.figure
     assert out["otto_seed_protocol_uplift_pct"] == pytest.approx(-90)
+    seed_ms = {k: v for k, v in out.items() if k.startswith("otto_seed_protocol_") and k.endswith("_ms")}
+    assert seed_ms == pytest.approx({f"otto_seed_protocol_{n.lower()}_ms": m for n, m in zip(names, [1, 10, 0.5])})
     assert out["otto_seed_protocol_uplift_pct_ci_high"] < -50 and out["otto_dataloader_step_over_ffcv_step"] == 1.5
     without_ffcv = exp.figures(load.drop("FFCV"), rates, full.drop("FFCV"), step_rounds)
     assert (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -63,9 +64,8 @@ def compare(
     device: torch.device,
     desc: str = "",
     skip: int = SKIP,
-    warmup: int = 1,
 ) -> dict[str, list[float]]:
-    """Warm each loader up for `warmup` epochs, then time `epochs` rounds of one epoch of each; return batch times.
+    """Warm each loader up for one epoch, then time `epochs` rounds of one epoch of each; return batch times.
 
     Every round runs the loaders in a new order, so a change in the machine's load (other programs) hits all
     loaders alike and no loader always follows the same neighbour. Each loader's list holds its rounds' batches
@@ -73,9 +73,8 @@ def compare(
     wait plus the step, timed by `step_times`.
     """
     steps = {name: step_factory() if step_factory is not None else None for name in loaders}
-    for name, loader in loaders.items():
-        for _ in range(warmup):  # numba compiles FFCV's pipeline in its first epoch
-            batch_times(loader, 1, steps[name], skip=0, device=device)
+    for name, loader in loaders.items():  # numba compiles FFCV's pipeline in its first epoch
+        batch_times(loader, 1, steps[name], skip=0, device=device)
     if step_factory is not None:
         return step_times(loaders, step_factory, epochs, device, desc, skip).flat("steps")
     out: dict[str, list[float]] = {name: [] for name in loaders}
@@ -201,18 +200,61 @@ def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], St
 
 
 def seed_protocol(
-    loaders: dict[str, Any], step_factory: Callable[[], Step], epochs: int, device: torch.device, desc: str = ""
+    loaders: dict[str, Any],
+    step_factory: Callable[[], Step],
+    epochs: int,
+    device: torch.device,
+    desc: str = "",
+    skip: int = SEED_SKIP,
 ) -> dict[str, list[float]]:
-    """Time seed 003's Otto protocol: its step per batch, no warm-up epoch, batches 0-10 of each epoch left out."""
-    return compare(loaders, epochs, step_factory, device, desc, skip=SEED_SKIP, warmup=0)
+    """Time seed 003's Otto protocol with its timing loop as written; return {loader: seconds of each timed batch}.
+
+    The clock runs back to back: a batch's time is everything from the end of the previous batch to the end of
+    its own step (the wait for the batch, the step, a device sync), kept from batch `skip` of each epoch on
+    (`skip=0`: every batch, the first with the start of the epoch's iterator). No warm-up epoch. The seed ran
+    one loader's epochs, then the other's; here the loaders take turns, one epoch each per round in a new order,
+    so a slow spell of the machine hits them alike. Each loader keeps one model from `step_factory` through all
+    its epochs, as the seed's shared model did; the loader's name is its contender for the warp (`measure.warp`).
+    """
+    steps = {name: step_factory() for name in loaders}
+    times: dict[str, list[float]] = {name: [] for name in loaders}
+    turns = random.Random(0)
+    for _ in measure.progress(range(epochs), desc=desc):  # the seed's `for j in range(10)`
+        for name in turns.sample(list(loaders), len(loaders)):  # the loaders' turns: a new order every round
+            now = measure.now()
+            for i, b in enumerate(loaders[name]):
+                x, y = b
+                steps[name](x, y)  # the seed: x = x.cuda(); y = y.cuda().flatten(); loss = critetion(model(x), y)
+                measure.sync(device)  # torch.cuda.synchronize()
+                if i > skip - 1:  # the seed's `if i > 10`, with skip = SEED_SKIP = 11
+                    times[name].append(measure.elapsed(now, name))
+                now = measure.now()
+    return times
 
 
 def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
-    """Return the seed's table: mean, median and 0.95 quantile per loader, and each column's uplift % vs baseline."""
-    t = measure.summarize(times)[["mean", "median", "p95"]]
-    for col in ("mean", "median", "p95"):
-        t[f"uplift_{col}_%"] = (t[col] - t.loc[baseline, col]) / t.loc[baseline, col] * 100
-    return t
+    """Return seed 003's table as it builds it: a row per loader, then an uplift row per other loader.
+
+    A loader's row holds the mean, median and 0.95 quantile of its batch times (seconds); the row
+    "UPLIFT name (%)" holds (name - baseline) / baseline x 100 for each column (the seed's one "UPLIFT (%)" row
+    is FFCV's against its DataLoader, "TORCH").
+    """
+    means = []
+    medians = []
+    quantiles = []
+    names = []
+    for name, t in times.items():
+        means.append(np.mean(t))
+        medians.append(np.median(t))
+        quantiles.append(np.quantile(t, 0.95))
+        names.append(name)
+    d = pd.DataFrame({"Mean": means, "Median": medians, "0.95-Quantile": quantiles})
+    d.index = names
+    for name in names:
+        if name != baseline:
+            up = ((d.loc[name] - d.loc[baseline]) / d.loc[baseline]) * 100
+            d.loc[f"UPLIFT {name} (%)"] = up.values
+    return d
 
 
 def figures(
@@ -227,7 +269,8 @@ def figures(
 
     Each ratio of two loaders is the median of its per-round ratios, saved with its 95 % interval
     (`_ci_low`, `_ci_high`): load-only `rates` (samples/s per round, from `load_only`), and the median step per
-    round (`step_rounds`, `seed_rounds`: `per_round(times, epochs, measure.median)` of `compare`'s times).
+    round (`step_rounds`, `seed_rounds`: `per_round(times, epochs, measure.median)` of the times of `compare`
+    and `seed_protocol`); `seed` is `seed_table`'s table, whose loaders' medians are saved.
     """
     rate = load["samples_per_s"]
     out = {f"otto_{n.lower()}_load_samples_per_s": float(rate[n]) for n in load.index}
@@ -243,7 +286,8 @@ def figures(
         step = measure.ratios(step_rounds, "DataLoader", "FFCV")
         out.update(measure.interval_figures("otto_dataloader_step_over_ffcv_step", step))
     if seed is not None:
-        out.update({f"otto_seed_protocol_{n.lower()}_ms": float(seed.loc[n, "median"] * 1e3) for n in seed.index})
+        named = [n for n in seed.index if not n.startswith("UPLIFT")]  # the loaders' rows of `seed_table`
+        out.update({f"otto_seed_protocol_{n.lower()}_ms": float(seed.loc[n, "Median"] * 1e3) for n in named})
         if "FFCV" in seed.index and seed_rounds is not None:  # uplift % of the median, per round
             uplift = [(r - 1) * 100 for r in measure.ratios(seed_rounds, "FFCV", "DataLoader")]
             out.update(measure.interval_figures("otto_seed_protocol_uplift_pct", uplift))
@@ -279,6 +323,7 @@ def run(scale: str) -> BenchResult:
         "ffcv": data["beton"] is not None,
         "threads": torch.get_num_threads(),
         **{f"seed_{k}": s[f"seed_{k}"] for k in ("rows", "batch_size", "epochs")},
+        "seed_skip": SEED_SKIP,
     }
     step_rounds = per_round(full_times, epochs, measure.median)  # each round's median step, per loader
     seed_rounds = per_round(seed_times, seed_epochs, measure.median)

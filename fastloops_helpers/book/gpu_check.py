@@ -40,6 +40,7 @@ TESTS = [
     "tests/test_transforms.py",
     "tests/test_samplers.py",
     "tests/test_config.py",
+    "tests/test_collate.py",  # fast collate: a pinned uint8 batch normalised on CUDA
 ]
 BENCHMARKS = ["devices", "cifar", "diagnose", "otto", "fusion"]  # fusion last: the one to lose when time runs out
 TIMEOUT_S = {"tests": 150, "devices": 100, "cifar": 150, "diagnose": 180, "otto": 120, "fusion": 240}

@@ -390,10 +390,10 @@ else:
 # The file: `FFCV_ROWS` rows sorted by class in 10 blocks, as in section 3, each `FFCV_ROW_BYTES` of float32 with the
 # row's index in its first column, so that the order is read back from the batches FFCV yields, not re-derived:
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 show_code(shuffle.write_sorted_beton, ffcv_io.loader_orders)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** 8 MiB / 16 KiB = 512 rows per page, so 4,096 rows fill 8 pages. At a batch of 100, up to 200 pages
 # may be open: all 8 are open from the first sample, and the order draws from all of them, so the class mix should
 # match a full shuffle's, with a batch of 100 over 8 pages touching nearly all 8 (8 x (1 - (7/8)^100)). At a batch of 2,
@@ -501,7 +501,7 @@ for name in ("grouped_entropy_largest_over_full", "quasi_random_entropy_min_over
 # The speed-ups are ratios of this run's timings (the median of per-round ratios at the headline N) and depend on
 # the machine and its load, so nbval does not compare their verdicts:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for name in ("slide_grouped_speedup_headline", "grouped_speedup_headline"):
     claims.check(name, figures)
 

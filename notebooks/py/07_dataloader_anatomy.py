@@ -403,7 +403,7 @@ get_table.round(1)
 # fast_collate runs in the worker processes (collate_fn); normalize runs on the device, once per batch
 show_code(fast_collate, normalize)
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 hwc_data = worker_data.StackedImages(images.permute(0, 2, 3, 1).contiguous(), labels)  # HWC, as Pillow decodes
 stacked = worker_data.BatchedStackedImages(images, labels)  # section 5's batched dataset: CHW, one gather
 
@@ -448,7 +448,7 @@ uint8_batch, _ = fast_collate([hwc_data[i] for i in collate_indices])
 print(f"fast collate hands over a {uint8_batch.dtype} batch: {ref_images.nbytes // uint8_batch.nbytes}x fewer bytes "
       "than default_collate's")
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 collate_s = measure.per_call({name: partial(path, collate_indices, cpu) for name, path in collate_paths.items()},
                              repeat=collate_rounds, warmup=2)
 image_mb = 3 * px * px * batch_size / 1e6  # the batch as uint8
@@ -457,7 +457,7 @@ print(f"a batch of {batch_size} images of {px}x{px}, {image_mb:.2f} MB as uint8;
 for name, seconds in collate_s.items():
     measure.show(f"{name}, per batch (median of {len(seconds)} interleaved rounds)", measure.median(seconds))
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 default_over_fast = measure.ratios(collate_s, "default", "fast collate")  # per round
 fast_over_batched = measure.ratios(collate_s, "fast collate", "batched")
 _ = measure.predicted("default over fast collate, per batch (at least 0.75 x 13/7)", 0.75 * 13 / 7, float("inf"),
@@ -481,7 +481,7 @@ figures.update({"fast_collate_default_s": measure.median(collate_s["default"]),
 # GPU through pinned memory, as uint8: a quarter of the bytes of a float batch each time. The next cell measures
 # that on a GPU, where the conversion runs too, and says why it skipped otherwise.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():  # each path's batch pinned and copied to the GPU; fast collate normalises there
     cuda = torch.device("cuda")
     gpu_s = measure.per_call({name: partial(path, collate_indices, cuda) for name, path in collate_paths.items()},

@@ -123,7 +123,7 @@ predicted_decode_resize = costs["predicted_images_per_s"].iloc[1]
 predicted_all_stages = costs["predicted_images_per_s"].iloc[-1]
 costs.round(3)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial explains its gain: "much of the overhead is coming from i/o operations rather than the
 # transforms". The table answers that for this pipeline: open + decode (the tutorial's i/o: reading the JPEG and
 # decoding it) against the three later stages together (resize, crop + flip + normalise, collate), per round of
@@ -415,7 +415,7 @@ show_code(transforms.OnImages.forward)
 show_code(imagefolder.sample_transform, imagefolder.dataloader, imagefolder.tutorial_loader,
           imagefolder.batch_transform, imagefolder.memmap_loader)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **The tutorial's own clock.** The tutorial times each loader with a loop of its own, one pass: the clock
 # starts once batch 3 (the fourth) has arrived, after the DataLoader's start-up; it counts that batch's images
 # and every later one's, moves each batch to the device, and divides by the time. The cell below is that loop for
@@ -451,12 +451,12 @@ def tensorclass_fps(loader):
     return total / t, t
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial's two train loaders, built as it builds them (unshuffled, `NUM_WORKERS` decoding workers for
 # the ImageFolder, one process and `Collate` with the batched transforms above for the tensorclass), timed by
 # those loops:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 device = config.device()  # the tutorial's: the GPU when there is one
 tutorial_dl = torch.utils.data.DataLoader(ImageFolder(folder / "train", transform=imagefolder.sample_transform("train")),
                                           batch_size=TUTORIAL_BATCH_SIZE, num_workers=TUTORIAL_WORKERS)
@@ -471,7 +471,7 @@ print(f"One iteration over tensorclass dataloader done! Rate: {rate_tc:4.4f} fps
 tutorial_loop = {"tutorial_loop_dataloader_train_images_per_s": rate, "tutorial_loop_tensorclass_train_images_per_s": rate_tc}
 print(f"tensorclass over dataloader, one pass each: {rate_tc / rate:.1f}x; the tutorial: {claims.quote('memmap_train_speedup')}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The project's figures come from whole epochs instead. `imagefolder.sweep` builds each configuration with
 # the functions above, runs one untimed epoch, then times `REPEAT` whole epochs with
 # `imagefolder.images_per_second`, below: every batch counted and timed, the median epoch. The fastest two then

@@ -405,7 +405,7 @@ print(f"seed protocol: {len(seed_data['X'])} rows, batch {seed_batch_size}, {see
 print("loaders' rows: seconds per batch; UPLIFT rows: % against the DataLoader")
 seed_summary
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 seed_names = list(seed_times)
 seed_uplift = {n: 0.0 if n == "DataLoader" else seed_summary.loc[f"UPLIFT {n} (%)", "Median"] for n in seed_names}
 side_by_side = pd.DataFrame({
@@ -494,11 +494,11 @@ print(f"otto_val_acc_spread: {figures['otto_val_acc_spread']:.3g}")
 # else a tie on this machine (as a run of fewer than six rounds always is). Those lines are the second cell, which
 # nbval does not compare. Accuracy must not depend on the loader: its checks (the first cell) are plain thresholds.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for name in ("otto_val_acc_spread", "otto_val_acc_over_majority"):
     claims.check(name, figures)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 why = "" if HAVE_FFCV else "ffcv is not importable here (see notebook 00 to add it)"
 for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "otto_helpers_over_dataloader_load",
              "otto_dataloader_step_over_ffcv_step", "otto_seed_protocol_uplift_pct"):

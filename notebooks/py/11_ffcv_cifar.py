@@ -192,7 +192,7 @@ resize_crop = ResizeCenterCrop(images.shape[1], resize, crop)
 print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop - 1} "
       f"({resize_crop.stop - resize_crop.start} of {images.shape[1]}), kept outputs: {resize_crop.keep}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **The loaders, assembled.** The DataLoader gets the per-sample transform and `num_workers` processes. The
 # helpers' `BatchLoader` reads whole batches from a memory-mapped copy of the raw images (`memmap.precompute`,
 # stored HWC, the layout the uint8 resize kernel reads), in the grouped quasi-random order of notebook 04, and
@@ -460,7 +460,7 @@ def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -
     return d
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** Load only, the replay repeats the load-only comparison above under the seed's rules: FFCV's
 # batch far below the DataLoader's. With forward and loss behind each batch, nothing on a CPU is asynchronous: the
 # DataLoader's batch costs about its load plus the forward pass, unless its worker finds a free core to load the
@@ -498,13 +498,13 @@ replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 replay_tables["full"].round(5)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Just the loader, as the seed's second table:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 replay_tables["load only"].round(5)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 if "FFCV" in replay_tables["full"].index:
     med_full, med_load = replay_tables["full"]["Median"], replay_tables["load only"]["Median"]
     _ = measure.predicted("the DataLoader's full batch over FFCV's (medians)", 1.0,
@@ -514,7 +514,7 @@ if "FFCV" in replay_tables["full"].index:
 else:
     print("skipped: ffcv is not importable here, so the replay has no FFCV passes and no uplift")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Each figure of the replay is one pass: no interval, and a slow spell of the machine during one pass lands on
 # one loader only, which is why the tables above let the loaders take turns. The replay also keeps the seed's two
 # asymmetries: on a GPU FFCV's load-only pass includes the copy to the device and the DataLoader's does not (the
@@ -550,7 +550,7 @@ else:
 # seed 003's three classes, depth and width as arguments (the package keeps them for the `cifar` benchmark)
 show_code(SeedWideBlock, SeedWideResidualBlock, SeedWideResNet)
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 # the project's variant, which every step above ran: no biases, the stride on a block's first conv, default momentum
 show_code(WideBlock, WideResNet.__init__)
 
@@ -558,7 +558,7 @@ show_code(WideBlock, WideResNet.__init__)
 # **The parameter counts.** A bias adds one weight per output channel, so the difference between the two counts
 # should be the sum of the 28 convolutions' output channels, and nothing else should differ:
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 with torch.device("meta"):  # tensors with shapes and no storage: building WRN-28-10 costs no memory or time
     seed_wrn, project_wrn = SeedWideResNet(28, 10), WideResNet(28, 10)
 convs = [m for m in seed_wrn.modules() if isinstance(m, nn.Conv2d)]
@@ -570,7 +570,7 @@ rest = sorted(tuple(p.shape) for p in seed_wrn.parameters() if id(p) not in conv
 print("without them, the same weight shapes:", rest == sorted(tuple(p.shape) for p in project_wrn.parameters()))
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **The stride.** Numbering the 3 x 3 convolutions in order (the stem is 0, a block's first is odd and its
 # second even), the stride-2 ones show where each network halves the resolution. A convolution before the
 # stride works on four times the area, so the seed's two strided blocks each do four times the multiply-adds in
@@ -593,7 +593,7 @@ print(f"multiply-adds per image: the seed's {macs_28['seed']:,}, the project's {
 print(f"the extra is the two strided blocks' first convs at four times the area ({extra:,}):",
       macs_28["seed"] - macs_28["project"] == extra)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **The biases change the count, not the function.** Every convolution's output reaches a BatchNorm before any
 # non-linearity: directly (a block's first convolution), or through the residual sum, which the next block's
 # BatchNorm (or the last one) normalises. In training mode BatchNorm subtracts each channel's batch mean, and a
@@ -617,7 +617,7 @@ print(f"running mean after one batch, momentum {last_bn.momentum}: 0.9 x the bat
       torch.allclose(last_bn.running_mean, 0.9 * batch_mean), f"| default {default_bn.momentum}: 0.1 x the batch's",
       torch.allclose(default_bn.running_mean, 0.1 * batch_mean))
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction (speed).** At this scale's depth and width the seed's network does more multiply-adds per image
 # than the project's, by the ratio printed below; on top of that come the biases' additions (one per output
 # element) and a BatchNorm and ReLU on the larger map in each strided block. So its forward pass should be at
@@ -638,7 +638,7 @@ print(f"multiply-adds, the seed's over the project's: {wrn_macs['seed'] / wrn_ma
 _ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, float("inf"),
                       measure.ratios(wrn_t, "seed", "project"), "x")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The multiply-add ratio is an estimate of the convolutions' share only. At small widths the elementwise work
 # (BatchNorm, ReLU, the bias and the residual additions, all memory-bound) is a large part of the forward pass,
 # and the seed moves some of it onto maps four times larger, so the measured ratio can exceed the multiply-add

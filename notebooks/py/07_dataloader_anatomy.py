@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -403,7 +403,7 @@ get_table.round(1)
 # fast_collate runs in the worker processes (collate_fn); normalize runs on the device, once per batch
 show_code(fast_collate, normalize)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 hwc_data = worker_data.StackedImages(images.permute(0, 2, 3, 1).contiguous(), labels)  # HWC, as Pillow decodes
 stacked = worker_data.BatchedStackedImages(images, labels)  # section 5's batched dataset: CHW, one gather
 
@@ -448,7 +448,7 @@ uint8_batch, _ = fast_collate([hwc_data[i] for i in collate_indices])
 print(f"fast collate hands over a {uint8_batch.dtype} batch: {ref_images.nbytes // uint8_batch.nbytes}x fewer bytes "
       "than default_collate's")
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 collate_s = measure.per_call({name: partial(path, collate_indices, cpu) for name, path in collate_paths.items()},
                              repeat=collate_rounds, warmup=2)
 image_mb = 3 * px * px * batch_size / 1e6  # the batch as uint8
@@ -705,7 +705,7 @@ claims.check("broken_images_dropped", figures)
 claims.check("seed_worker_fixes_rng", figures)
 print("num_workers=0: the epoch lasts at least batches x step_ms:", base["wall_s"] >= n_batches * step_ms / 1000)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 claims.check("workers2_over_workers0", figures)  # timing claims: this cell's output depends on the run
 claims.check("workers2_parallelism", figures)
 claims.check("thread_prefetch_overlap_share", figures)

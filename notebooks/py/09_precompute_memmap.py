@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. [Seed 004](https://docs.pytorch.org/tensordict/stable/tutorials/tensorclass_imagenet.html) moves the deterministic part (decode, resize; for validation also the
@@ -51,7 +51,7 @@ VAL_IMAGES = config.size("imagefolder.val")               # val JPEGs (the tutor
 PX = config.size("imagefolder.px")                        # typical longer side of a JPEG: larger decodes slower
 MEMORY_IMAGES = config.size("imagefolder.memory_images")  # 256 x 256 images in the resident-memory experiment
 TUTORIAL_BATCH_SIZE = min(8, TRAIN_IMAGES // 8)          # the tutorial's loop: its batch of 8, less on a split of few
-TUTORIAL_WORKERS = min(4, max(WORKERS))                  # the tutorial's NUM_WORKERS (4), at most the sweep's largest
+TUTORIAL_WORKERS = min(4, max(WORKERS), CORES)           # the tutorial's NUM_WORKERS (4), at most the cores (DataLoader warns above)
 print(f"batch_size={BATCH_SIZE}, workers={WORKERS}, repeat={REPEAT}, rounds={ROUNDS}, "
       f"{TRAIN_IMAGES} + {VAL_IMAGES} images of ~{PX} px, resize={RESIZE}, crop={CROP}, cores={CORES}, "
       f"tutorial loop: batch_size={TUTORIAL_BATCH_SIZE}, num_workers={TUTORIAL_WORKERS}")
@@ -106,31 +106,31 @@ show_code(transforms.TrainSampleTransform, transforms.ValSampleTransform)
 # Pillow decodes the JPEGs, and how fast depends on the JPEG library it was built with: seed 002 recommends
 # [libjpeg-turbo](https://libjpeg-turbo.org/), which Pillow's wheels bundle since Pillow 9. Seed 002's check, as written (`True`: this Pillow decodes with libjpeg-turbo):
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 import PIL.features
 
 print(PIL.features.check_feature("libjpeg_turbo"))
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # `imagefolder.per_image_costs` times each stage, the stages in interleaved rounds, one image at a time on one thread (as a DataLoader
 # worker runs it), with the code shown above (the dataset's `pil_loader`, the sample transform's `precompute` and
 # `per_epoch`), and prints the rate that each running total predicts: the first two rows are the estimate from
 # decode and resize alone, the last one adds the per-epoch part of the sample transform and the collate.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 costs = imagefolder.per_image_costs(folder, "train", BATCH_SIZE)
 predicted_decode_resize = costs["predicted_images_per_s"].iloc[1]
 predicted_all_stages = costs["predicted_images_per_s"].iloc[-1]
 costs.round(3)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The tutorial explains its gain: "much of the overhead is coming from i/o operations rather than the
 # transforms". The table answers that for this pipeline: open + decode (the tutorial's i/o: reading the JPEG and
 # decoding it) against the three later stages together (resize, crop + flip + normalise, collate), per round of
 # the same interleaved timing, and judged by the confidence interval of that ratio. `per_image_costs` also times reading
 # the files' bytes alone, the part of the first stage that is i/o in the strict sense (from the page cache here):
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 stage_figures = measure.interval_figures("decode_over_transforms", costs.attrs["decode_over_transforms_rounds"])
 print(imagefolder.stage_answer(costs, stage_figures))
 
@@ -456,7 +456,7 @@ def tensorclass_fps(loader):
 # the ImageFolder, one process and `Collate` with the batched transforms above for the tensorclass), timed by
 # those loops:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 device = config.device()  # the tutorial's: the GPU when there is one
 tutorial_dl = torch.utils.data.DataLoader(ImageFolder(folder / "train", transform=imagefolder.sample_transform("train")),
                                           batch_size=TUTORIAL_BATCH_SIZE, num_workers=TUTORIAL_WORKERS)
@@ -592,7 +592,7 @@ train_figures |= imagefolder.parallel_figures(
     "train", imagefolder.parallel_rounds(prep, "train", train_rows, BATCH_SIZE, ROUNDS))
 print("\n".join(imagefolder.parallel_verdicts(train_figures, "train", train_parallel)))
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("timed in every round:", sorted(train_parallel))
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~48 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~57 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -405,7 +405,7 @@ print(f"seed protocol: {len(seed_data['X'])} rows, batch {seed_batch_size}, {see
 print("loaders' rows: seconds per batch; UPLIFT rows: % against the DataLoader")
 seed_summary
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 seed_names = list(seed_times)
 seed_uplift = {n: 0.0 if n == "DataLoader" else seed_summary.loc[f"UPLIFT {n} (%)", "Median"] for n in seed_names}
 side_by_side = pd.DataFrame({

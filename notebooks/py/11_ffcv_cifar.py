@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~1.7 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~2.7 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -76,7 +76,7 @@ print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e
 # classes (a colour and a stripe direction per class); point `load_cifar10(root=...)` at the real folder to
 # use it.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
     data = cifar.prepare(train_size, test_size, resize, crop, seed)
 measure.show("generate + read (first run only), write .beton and memmaps", t.seconds)
@@ -406,7 +406,7 @@ if None not in fastest.values():
 show_code(cifar.seed_loaders)
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The seed's timed step behind each loader and its timing loop: the replay times these cells, one loop per pass as
 # the seed's four cells (the package keeps the same code, and `cifar.seed_protocol` runs the four passes for the
 # benchmark). The loop reads the clock the seed's way, from one batch's arrival to the
@@ -495,16 +495,16 @@ replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 # %% [markdown] slideshow={"slide_type": "-"}
 # Full forward pass (seconds per batch; the last row in %), as the seed's first table:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 replay_tables["full"].round(5)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Just the loader, as the seed's second table:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 replay_tables["load only"].round(5)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if "FFCV" in replay_tables["full"].index:
     med_full, med_load = replay_tables["full"]["Median"], replay_tables["load only"]["Median"]
     _ = measure.predicted("the DataLoader's full batch over FFCV's (medians)", 1.0,
@@ -550,7 +550,7 @@ else:
 # seed 003's three classes, depth and width as arguments (the package keeps them for the `cifar` benchmark)
 show_code(SeedWideBlock, SeedWideResidualBlock, SeedWideResNet)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # the project's variant, which every step above ran: no biases, the stride on a block's first conv, default momentum
 show_code(WideBlock, WideResNet.__init__)
 
@@ -558,7 +558,7 @@ show_code(WideBlock, WideResNet.__init__)
 # **The parameter counts.** A bias adds one weight per output channel, so the difference between the two counts
 # should be the sum of the 28 convolutions' output channels, and nothing else should differ:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 with torch.device("meta"):  # tensors with shapes and no storage: building WRN-28-10 costs no memory or time
     seed_wrn, project_wrn = SeedWideResNet(28, 10), WideResNet(28, 10)
 convs = [m for m in seed_wrn.modules() if isinstance(m, nn.Conv2d)]

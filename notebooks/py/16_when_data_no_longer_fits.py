@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The
@@ -83,14 +83,14 @@ for layout, src in data.layouts.items():
 print("memmap of decoded pixels:", tuple(data.images.images.shape), "| FFCV .beton:",
       config.rel(data.beton) if data.beton else "ffcv not installed")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("same samples in both layouts:", sorted(sum(data.layouts["sorted"].labels, [])) ==
       sorted(sum(data.layouts["shuffled"].labels, [])))
 print("shards divide evenly over the ranks:", n_shards % world_size == 0)
 for name, why in streaming.LEFT_OUT.items():
     print(f"left out: {name}: {why}")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Three streaming packages were left out, for the reasons printed above: check a streaming package's declared
 # dependencies before adopting it. `mosaicml-streaming` and `litdata` do not fit this project's pins. Ray Data
 # fits the pins and reads the same Parquet shards, but its local cluster (a control store, a raylet, a metrics

@@ -138,7 +138,8 @@ def test_the_ladder_runs_interleaved_rounds_and_saves_the_interval_of_its_ratio(
     data = TensorDataset(torch.arange(24).float().unsqueeze(1), torch.arange(24))
     rows, tls, img_per_s = workers.interleaved_ladder(data, [0, 2], batch_size=6, step_ms=5, rounds=2)
     assert [r["config"] for r in rows] == ["num_workers=0", "num_workers=2"] and set(tls) == {r["config"] for r in rows}
-    assert all(r["rounds"] == 2 and r["batches"] == 4 for r in rows)
+    # 24 samples are 4 batches: the epoch cycles them to 8, four for each of the 2 workers
+    assert all(r["rounds"] == 2 and r["batches"] == 8 for r in rows)
     assert {n: len(v) for n, v in img_per_s.items()} == {0: 2, 2: 2}
     assert rows[1]["img_per_s"] == measure.median(img_per_s[2])
     figures = workers.ladder_figures(img_per_s)
@@ -149,6 +150,17 @@ def test_the_ladder_runs_interleaved_rounds_and_saves_the_interval_of_its_ratio(
     )
     assert figures["ladder_img_per_s_0"] == measure.median(img_per_s[0])
     assert "workers2_over_workers0" not in workers.ladder_figures({0: [1.0], 1: [2.0]})  # no 2 workers: no claim
+
+
+def test_the_ladder_doubles_to_the_cores_and_gives_each_worker_four_batches():
+    from fastloops_helpers.experiments import workers
+
+    assert workers.ladder(2) == [0, 1, 2]  # the 2-core run as before
+    assert workers.ladder(16) == [0, 1, 2, 4, 8, 16]
+    assert workers.ladder(6) == [0, 1, 2, 3, 4, 6] and workers.ladder(1) == [0, 1]
+    assert workers.epoch_indices(256, [0, 1, 2], 16) == list(range(256))  # enough already: the dataset once
+    cycled = workers.epoch_indices(256, workers.ladder(16), 16)
+    assert len(cycled) == 4 * 16 * 16 and cycled[:256] == cycled[256:512] == list(range(256))
 
 
 def test_float_rows_hold_the_same_numbers_as_the_array():

@@ -63,9 +63,20 @@ def measure_loader(
     return tl.summary(), tl
 
 
+BATCHES_PER_WORKER = 4  # an epoch gives each worker of the largest count at least this many batches
+
+
 def ladder(cores: int | None = None) -> list[int]:
-    """Return the num_workers values to try: 0, 1, 2 and the number of cores."""
-    return sorted({0, 1, 2, cores or os.cpu_count() or 1})
+    """Return the num_workers values to try: 0, 1, 2, 4, 8, half the cores and the cores, none above the cores."""
+    cores = cores or os.cpu_count() or 1
+    return sorted({n for n in (0, 1, 2, 4, 8, cores // 2, cores) if n <= cores})
+
+
+def epoch_indices(size: int, counts: Sequence[int], batch_size: int) -> list[int]:
+    """Return one ladder epoch's sample indices: the dataset in order, cycled until the largest worker count gets
+    BATCHES_PER_WORKER batches per worker (with fewer, the step and the start-up bound the rate, not the workers)."""
+    total = max(size, BATCHES_PER_WORKER * max(counts, default=0) * batch_size)
+    return [i % size for i in range(total)]
 
 
 def sweep(
@@ -108,14 +119,19 @@ def interleaved_ladder(
 ) -> tuple[list[dict[str, Any]], dict[str, timeline.Timeline], dict[int, list[float]]]:
     """Record one epoch of each `num_workers` value per round, in a new order each round, for `rounds` rounds.
 
+    An epoch is `epoch_indices`: the dataset, cycled where the largest count would get fewer than
+    BATCHES_PER_WORKER batches per worker.
+
     The rounds run through the harness's `interleaved` (a busy spell slows every value alike), so the ratio of two
     values is a median of per-round ratios with an interval (`ladder_figures`). Return one row per value (medians
     over rounds), each value's timeline from its median round, and {num_workers: img/s per round}.
     """
     recorded: dict[int, list[tuple[dict[str, Any], timeline.Timeline]]] = {n: [] for n in counts}
+    indices = epoch_indices(len(dataset), counts, batch_size)  # the same epoch for every value
 
     def epoch(n: int) -> None:
-        recorded[n].append(record_config(dataset, f"num_workers={n}", {"num_workers": n}, batch_size, step_ms))
+        knobs = {"num_workers": n, "sampler": indices}
+        recorded[n].append(record_config(dataset, f"num_workers={n}", knobs, batch_size, step_ms))
 
     measure.interleaved({n: partial(epoch, n) for n in counts}, rounds, warmup=0, shuffle=True)
     rows, timelines = [], {}

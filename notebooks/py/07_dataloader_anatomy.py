@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -144,6 +144,9 @@ print(f"recording: {per_event * 1e6:.2f} us per event, {events_per_batch:.1f} ev
 # starting the workers costs a fixed delay before the first batch. More workers than cores only share the
 # same cores.
 #
+# The ladder is 0, 1, 2, 4, 8, half the cores and the cores, none above the cores (`workers.ladder`), and a
+# ladder epoch gives each worker of the largest count at least four batches (`workers.epoch_indices`: a
+# dataset too short for that is read again from the start), so no count is judged on one batch per worker.
 # `workers.interleaved_ladder` runs `ladder_rounds` rounds; each round records one epoch of every `num_workers`
 # value, in a new order each round (the harness's `measure.interleaved`), so a busy spell of the machine slows
 # them all alike. The table holds the medians over rounds, the chart the median round of `num_workers=2`, and
@@ -736,8 +739,9 @@ for row in ex1_rows:
 ex1_first = next((r["config"] for r in ex1_rows if r["wait_after_first"] < 0.1), "none of them")
 print(f"wait after the first batch under 10 % first at: {ex1_first}; "
       "once loading keeps up, the step sets the pace and more workers only fill the queue")
-# every value of the ladder ran a whole epoch (the wait shares come from its timeline, not from a sleep)
-assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == n_batches for r in ex1_rows), ex1_rows
+# every value of the ladder ran a whole ladder epoch (the wait shares come from its timeline, not from a sleep)
+ex1_batches = -(-len(workers.epoch_indices(len(dataset), ladder_counts, batch_size)) // batch_size)
+assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == ex1_batches for r in ex1_rows), ex1_rows
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Hold the rows of section 6 as lists of Python floats (`worker_data.FloatListRows`, one `r.tolist()` per

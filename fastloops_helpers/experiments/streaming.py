@@ -27,7 +27,7 @@ from ..load.batch_loader import BatchLoader
 from ..measure import timeline, warp
 from ..measure.input_bound import diagnose
 from ..teach.quasi_random import batch_class_entropy
-from . import BenchResult
+from . import BenchResult, store_ceiling
 
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # only loopback is contacted, whatever gets imported
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
@@ -310,6 +310,18 @@ def best_over_memmap_rounds(rows: list[dict[str, Any]], seconds: dict[str, list[
 def best_reader(rows: list[dict[str, Any]]) -> str:
     """Return the streaming reader that reads fastest with decoding off (decoding is the same code for all)."""
     return max((r for r in rows if r["reader"] in READERS), key=lambda r: r["read_img_per_s"])["reader"]
+
+
+def ceiling_rounds(data: Data, name: str, profile: str, batch_size: int, ahead: int, rounds: int) -> dict[str, Any]:
+    """Time raw GETs of whole shards (as many in flight as reader `name` keeps) against `name`'s epochs, interleaved."""
+    src = data.sorted
+    with store.serve(src.folder, profile) as s:
+        urls = [s.url("raw", f) for f in src.files(suffix(name))]
+        conns = connections(name, ahead)
+        out = store_ceiling.against_reader(
+            s.process.pid, urls, conns, lambda: wire_epoch(name, s, src, batch_size, ahead)["MB_per_s"] * 1e6, rounds
+        )
+    return {**out, "available_bytes_s": available_bytes_s(profile, conns)}
 
 
 def profile_sweep(data: Data, name: str, profiles: Sequence[str], batch_size: int, ahead: int) -> list[dict[str, Any]]:
@@ -732,6 +744,7 @@ def figures(
     rank_rows: list[dict[str, Any]],
     resume_rows: list[dict[str, Any]] | None = None,
     bad: list[dict[str, Any]] | None = None,
+    ceiling: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Return the flat figures `bench streaming` saves (and the notebook prints)."""
     best = best_reader(rows)
@@ -773,6 +786,8 @@ def figures(
         out["stream_resume_parquet_exact"] = out["stream_resume_exact_pyarrow"]
     if bad:
         out["stream_bad_shards_named"] = float(all(r["clear"] for r in bad))
+    if ceiling:
+        out.update(store_ceiling.figures(ceiling, ceiling["available_bytes_s"]))
     return out
 
 
@@ -791,9 +806,9 @@ def run(scale: str) -> BenchResult:
     rank_rows = ranks(data, 2, "same-region", k["ahead"])
     resume_rows = resume(data, k["batch_size"] + 3, 4, "same-region")
     bad = bad_input(data)
-    figs = figures(
-        rows, seconds, sweep, entropies, k["small_buffer"], k["large_buffer"], cost, rank_rows, resume_rows, bad
-    )
+    ceiling = ceiling_rounds(data, best, "same-region", k["batch_size"], k["ahead"], k["rounds"])
+    small, large = k["small_buffer"], k["large_buffer"]
+    figs = figures(rows, seconds, sweep, entropies, small, large, cost, rank_rows, resume_rows, bad, ceiling)
     return BenchResult(
         rows + sweep + entropies + rank_rows + resume_rows + bad,
         figs,

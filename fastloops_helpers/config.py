@@ -100,8 +100,8 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "threads.epochs": (1, 1, 3),                   # timed epochs per pipeline in the sweep (after one warm-up epoch)
     "threads.threads_per_core": (2, 2, 2),         # threads per core of the thread pipelines (I/O overlaps decode)
     "threads.limit_images": (8, 64, 244),          # images timed on one thread for the physical limit
+    "threads.gil_images": (8, 244, 244),           # images per GIL-share round (one thread, 2 threads, 2 processes)
     "threads.rounds": (6, 6, 12),                  # rounds of ThreadLoader, best DataLoader, SPDL, one thread (ratios)
-    "threads.gil_images": (8, 32, 64),             # JPEGs decoded for each decoder's 2-thread speedup
     # notebook 16 (when the data no longer fits): shards streamed from a loopback store, benchmark `streaming`
     "stream.images": (320, 4_000, 40_000),         # ~40 KB synthetic JPEGs (10 classes), sharded in two layouts
     "stream.shards": (8, 64, 640),                 # shards per layout: ~2.5 MB each at workshop

@@ -136,7 +136,9 @@ def test_thread_figures_compare_memory_with_every_start_method_and_predict_free_
         exp.ONE_THREAD: [100.0, 200 / 3, 100.0, 100.0, 200 / 3, 100.0],
     }
     assert exp.best_dataloader(rows) == "DataLoader, 2 workers (fork)"
-    f = exp.figures(rows, rates, starts, {"Pillow": 1.8}, cores=2)
+    f = exp.figures(rows, rates, starts, {"gil_share": 0.25}, cores=2)
+    assert f["gil_share"] == 0.25  # the GIL prediction's figures are saved beside the rest
+    assert f["helpers_threads_speedup"] == pytest.approx(1.8)  # 180 / 100 and 120 / (200 / 3) in every round
     assert f["helpers_threads_over_dataloader_best"] == pytest.approx(1.2)
     assert f["helpers_threads_over_dataloader_best_ci_low"] == pytest.approx(1.2)  # every round agrees
     assert f["helpers_threads_over_limit"] == pytest.approx(0.9) and f["limit_img_per_s"] == 200.0
@@ -165,7 +167,11 @@ def test_head_to_head_times_every_contender_once_per_round_and_gives_per_round_r
     assert set(rates) == {"ThreadLoader, 2 threads", "DataLoader, 0 workers (fork)", exp.ONE_THREAD}
     assert all(len(r) == 6 and min(r) > 0 for r in rates.values())
     ratios = exp.round_ratios(rates, cores=2)
-    assert set(ratios) == {"helpers_threads_over_dataloader_best", "helpers_threads_over_limit"}
+    assert set(ratios) == {
+        "helpers_threads_over_dataloader_best",
+        "helpers_threads_over_limit",
+        "helpers_threads_speedup",
+    }
     tl, dl = rates["ThreadLoader, 2 threads"], rates["DataLoader, 0 workers (fork)"]
     assert ratios["helpers_threads_over_dataloader_best"] == [t / d for t, d in zip(tl, dl)]
 
@@ -229,3 +235,54 @@ def test_start_workers_returns_the_running_iterator_after_the_first_batch():
 
     it = exp.start_workers(Rows(6), 4, 0, None)  # no workers: the batches come from this process
     assert [b.tolist() for b in it] == [[4, 5]]  # the first batch was taken already
+
+
+def test_gil_shares_invert_amdahls_law_per_round():
+    from fastloops_helpers.experiments import threads as exp
+
+    # s = 0.25: 2 threads speed up 1 / (0.25 + 0.75 / 2) = 1.6x where 2 processes speed up 2x; o = 0.25
+    rates = {"2 processes": [200.0, 100.0], "2 threads": [160.0, 80.0], "DataLoader, 2 workers": [160.0, 50.0]}
+    shares = exp.gil_shares(rates)
+    assert shares["gil_share"] == pytest.approx([0.25, 0.25])
+    assert shares["dataloader_overhead"] == pytest.approx([0.25, 1.0])
+    assert exp.amdahl(0.25, 2) == pytest.approx(1.6)
+    assert exp.amdahl(0.25, 10**9) == pytest.approx(4.0)  # the cap: 1 / s
+    assert exp.amdahl(-0.1, 4) == 4.0  # a share below 0 (noise) is read as 0: no loss
+    four = {"4 processes": [400.0], "4 threads": [100 / (0.25 + 0.75 / 4)], "DataLoader, 4 workers": [320.0]}
+    assert exp.gil_shares(four, n=4)["gil_share"] == pytest.approx([0.25])  # processes / threads = 1 + 3 s
+
+
+def test_crossover_is_where_processes_overhead_meets_the_threads_gil_loss():
+    from fastloops_helpers.experiments import threads as exp
+
+    s, o = 0.1, 0.3
+    c = exp.crossover_cores(s, o)
+    assert c == pytest.approx(4.0)
+    assert c / (1 + o) == pytest.approx(exp.amdahl(s, c))  # both speed up alike at the crossover
+    assert 8 / (1 + o) > exp.amdahl(s, 8) and 2 / (1 + o) < exp.amdahl(s, 2)
+    assert exp.crossover_cores(0.0, o) == float("inf") and exp.crossover_cores(s, -0.2) == 1.0
+
+
+def test_gil_prediction_maps_the_share_interval_through_each_formula():
+    from fastloops_helpers.experiments import threads as exp
+
+    shares = {"gil_share": [0.1, 0.2, 0.2, 0.2, 0.2, 0.4], "dataloader_overhead": [0.3] * 6}
+    p = exp.gil_prediction(shares, cores=16)
+    assert p["gil_share"] == 0.2 and (p["gil_share_ci_low"], p["gil_share_ci_high"]) == (0.1, 0.4)
+    assert p["threads_cap_speedup"] == pytest.approx(5.0)
+    assert (p["threads_cap_speedup_ci_low"], p["threads_cap_speedup_ci_high"]) == pytest.approx((2.5, 10.0))
+    assert p["threads_predicted_speedup"] == pytest.approx(exp.amdahl(0.2, 16))
+    assert p["threads_predicted_speedup_ci_low"] == pytest.approx(exp.amdahl(0.4, 16))
+    assert p["processes_overtake_cores"] == pytest.approx(2.5)  # 1 + 0.3 / 0.2
+    assert p["processes_overtake_cores_ci_high"] == pytest.approx(4.0)  # 1 + 0.3 / 0.1
+    noisy = exp.gil_prediction({"gil_share": [-0.1, 0.0, 0.0, 0.05, 0.05, 0.1], "dataloader_overhead": [0.3] * 6}, 2)
+    assert noisy["threads_cap_speedup_ci_high"] == float("inf")  # a share that may be 0 leaves the cap open
+
+
+def test_gil_rounds_time_threads_processes_and_the_dataloader_on_the_same_samples():
+    from fastloops_helpers.experiments import threads as exp
+
+    rates = exp.gil_rounds(Rows(24), images=12, rounds=2)
+    assert set(rates) == {exp.ONE_THREAD, "2 threads", "2 processes", "DataLoader, 2 workers"}
+    assert all(len(r) == 2 and min(r) > 0 for r in rates.values())
+    assert set(exp.gil_shares(rates)) == {"gil_share", "dataloader_overhead"}

@@ -6,30 +6,33 @@ Explained in notebooks/14_threads_or_processes.ipynb.
 from __future__ import annotations
 
 import gc
+import json
+import multiprocessing
 import os
 import pickle
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import psutil
 import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
-from ..data.decoders import Decoder, encode_jpegs, find_decoders
 from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..load import transforms as T
 from ..load.thread_loader import ThreadLoader
 from ..measure import timeline
 from ..measure.clock import now
+from ..measure.stats import HIGH, LOW
 from . import BenchResult
 from . import imagefolder as imf
 
 RESIZE, CROP = 256, 224
-GIL_DECODERS = ("Pillow", "simplejpeg", "PyTurboJPEG")
 FREE_THREADED_PENALTY = (0.05, 0.10)  # 3.14t's single-thread slowdown (claims: ft_single_thread_penalty_pct)
 ONE_THREAD = "one thread"  # head_to_head's name for one thread fetching samples (the limit's numerator)
 FFMPEG_NOTE = "spdl.io's decoders need FFmpeg 6+ (Debian 12 ships 5.1): SPDL runs the same Pillow function here"
@@ -272,14 +275,16 @@ def head_to_head(
 def round_ratios(rates: dict[str, list[float]], cores: int) -> dict[str, list[float]]:
     """Return the per-round ratios the targets check, from `head_to_head`'s images/s per round.
 
-    ThreadLoader over the best DataLoader, over SPDL (when timed) and over the limit: one thread's rate in the
-    same round times `cores`. Their medians and 95 % intervals are `figures`' (`measure.verdict` reads them).
+    ThreadLoader over the best DataLoader, over SPDL (when timed), over the limit (one thread's rate in the
+    same round times `cores`) and over one thread (its speed-up, which `gil_prediction` predicts). Their medians
+    and 95 % intervals are `figures`' (`measure.verdict` reads them).
     """
     tl = thread_name(rates)
     dl = next(n for n in rates if n.startswith("DataLoader"))
     out = {
         "helpers_threads_over_dataloader_best": measure.ratios(rates, tl, dl),
         "helpers_threads_over_limit": [t / (o * cores) for t, o in zip(rates[tl], rates[ONE_THREAD])],
+        "helpers_threads_speedup": measure.ratios(rates, tl, ONE_THREAD),
     }
     spdl = next((n for n in rates if n.startswith("SPDL")), None)
     if spdl is not None:
@@ -295,28 +300,133 @@ def _fetch(ds: ImageFolder, picks: Iterable[int]) -> list[Any]:
     return [ds[i] for i in picks]
 
 
-def gil_speedups(count: int, px: int) -> dict[str, float]:
-    """Return {decoder: 2-thread over 1-thread speedup of decoding `count` JPEGs}: ~2 when it releases the GIL."""
-    blobs = encode_jpegs(count, px)
-    found, _ = find_decoders()
-    out = {}
-    for name in GIL_DECODERS:
-        if name not in found:
-            continue
-        dec = found[name]
-        with ThreadPoolExecutor(2) as pool:
-            t = measure.interleaved(_one_and_two_threads(dec, blobs, pool), repeat=3, warmup=1)
-        out[name] = measure.median(t["1"]) / measure.median(t["2"])
+GIL_N = 2  # threads and processes of the GIL-share rounds: the fewest that contend, and every machine has them
+
+
+def gil_rounds(ds: Any, images: int, rounds: int, n: int = GIL_N) -> dict[str, list[float]]:
+    """Time the same per-sample work on one thread, `n` threads, `n` forked processes and an `n`-worker
+    DataLoader, interleaved over `rounds`; return {contender: images/s per round}.
+
+    Threads and processes run `ds[i]` over the same `images` samples in chunks and keep nothing, so the two
+    differ only in the GIL; the DataLoader adds what a loader pays to ship samples back (pickling, shared
+    memory, collate). Explained in notebooks/14_threads_or_processes.ipynb (section 1).
+    """
+    picks = list(_picks(ds, images))
+    size = max(1, len(picks) // (4 * n))
+    chunks = [picks[i : i + size] for i in range(0, len(picks), size)]
+    context = multiprocessing.get_context("fork")
+    subset = torch.utils.data.Subset(ds, picks)
+    with ThreadPoolExecutor(n) as pool, context.Pool(n, _pool_start, (ds,)) as procs:
+        loader = DataLoader(subset, 8, num_workers=n, persistent_workers=True)
+        fns: dict[str, Callable[[], Any]] = {
+            ONE_THREAD: partial(_fetch, ds, picks),
+            f"{n} threads": lambda: list(pool.map(partial(_fetch, ds), chunks)),
+            f"{n} processes": lambda: procs.map(_pool_fetch, chunks, chunksize=1),
+            f"DataLoader, {n} workers": measure.drain(loader),
+        }
+        seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
+        del fns, loader
+    return {name: [len(picks) / s for s in values] for name, values in seconds.items()}
+
+
+_POOL_DS: Any = None  # the dataset of a gil_rounds process, inherited through fork
+
+
+def _pool_start(ds: Any) -> None:
+    global _POOL_DS
+    _POOL_DS = ds
+    torch.set_num_threads(1)  # as in DataLoader workers
+
+
+def _pool_fetch(chunk: list[int]) -> int:
+    for i in chunk:
+        _POOL_DS[i]
+    return len(chunk)
+
+
+def gil_shares(rates: dict[str, list[float]], n: int = GIL_N) -> dict[str, list[float]]:
+    """Return, per round of `gil_rounds`, the GIL-held share s of a sample and the DataLoader's overhead o.
+
+    Amdahl's law with s the share of one sample's time that holds the GIL: `n` threads speed up by
+    1 / (s + (1 - s) / n) where `n` processes doing the same work speed up n-fold (both on the same cores), so
+    processes over threads = 1 + (n - 1) s, and s = (processes / threads - 1) / (n - 1). The DataLoader's
+    per-sample overhead is o = processes / DataLoader - 1. Explained in notebooks/14_threads_or_processes.ipynb.
+    """
+    procs, thr, dl = rates[f"{n} processes"], rates[f"{n} threads"], rates[f"DataLoader, {n} workers"]
+    return {
+        "gil_share": [(p / t - 1) / (n - 1) for p, t in zip(procs, thr)],
+        "dataloader_overhead": [p / d - 1 for p, d in zip(procs, dl)],
+    }
+
+
+def amdahl(share: float, n: float) -> float:
+    """Return the speed-up of `n` threads when `share` of each sample's time holds the GIL (1 / share as n grows)."""
+    return 1 / (max(share, 0.0) + (1 - max(share, 0.0)) / n)
+
+
+def crossover_cores(share: float, overhead: float) -> float:
+    """Return the core count above which processes (speed-up C / (1 + overhead)) beat threads (`amdahl`).
+
+    C / (1 + o) > 1 / (s + (1 - s) / C) holds when s C + 1 - s > 1 + o, so when C > 1 + o / s; infinite at
+    s <= 0 (nothing holds the GIL: threads never lose), 1 at o <= 0 (processes pay nothing: they never lose).
+    """
+    if share <= 0:
+        return float("inf")
+    return 1 + max(overhead, 0.0) / share
+
+
+def gil_prediction(shares: dict[str, list[float]], cores: int) -> dict[str, float]:
+    """Return the GIL share, the thread cap, the predicted speed-up on `cores` and the crossover, with intervals.
+
+    Each comes from the median of `gil_shares`' per-round values; an interval maps the share's (and the
+    overhead's) 95 % interval through the same monotone formula.
+    """
+    s, o = shares["gil_share"], shares["dataloader_overhead"]
+    (s_lo, s_hi), (o_lo, o_hi) = measure.median_interval(s), measure.median_interval(o)
+    sm, om = measure.median(s), measure.median(o)
+    out = measure.interval_figures("gil_share", s) | measure.interval_figures("dataloader_overhead", o)
+    cap = {"": sm, LOW: s_hi, HIGH: s_lo}
+    out |= {f"threads_cap_speedup{k}": 1 / v if v > 0 else float("inf") for k, v in cap.items()}
+    out |= {f"threads_predicted_speedup{k}": amdahl(v, cores) for k, v in cap.items()}
+    out |= {
+        "processes_overtake_cores": crossover_cores(sm, om),
+        "processes_overtake_cores" + LOW: crossover_cores(s_hi, o_lo),
+        "processes_overtake_cores" + HIGH: crossover_cores(s_lo, o_hi),
+    }
     return out
 
 
-def _one_and_two_threads(dec: Decoder, blobs: list[bytes], pool: ThreadPoolExecutor) -> dict[str, Callable[[], Any]]:
-    """Return {"1": decode `blobs` on this thread, "2": decode them on `pool`'s two threads}."""
-    return {"1": lambda: [dec(b) for b in blobs], "2": lambda: list(pool.map(dec, blobs))}
+REFERENCE = (
+    "helpers_threads_over_dataloader_best",
+    "helpers_threads_over_limit",
+    "helpers_threads_speedup",
+    "gil_share",
+    "threads_predicted_speedup",
+    "processes_overtake_cores",
+)
+
+
+def reference_runs(folder: Path) -> pd.DataFrame:
+    """Return one row per `bench threads` run saved as `folder/<run>/bench-threads.json` (other machines' runs,
+    committed): its hardware, cores and the figures of `REFERENCE`, each as "median (low to high)", "" if absent."""
+    rows = []
+    for path in sorted(folder.glob("*/bench-threads.json")):
+        doc = json.loads(path.read_text())
+        figs, prov = doc["figures"], doc["provenance"]
+        row = {"run": path.parent.name, "hardware": prov["hardware"].split(" | ")[0], "cores": prov["knobs"]["cores"]}
+        rows.append(row | {key: _with_interval(figs, key) for key in REFERENCE})
+    return pd.DataFrame(rows, columns=["run", "hardware", "cores", *REFERENCE]).set_index("run")
+
+
+def _with_interval(figs: dict[str, float], key: str) -> str:
+    if key not in figs:
+        return ""
+    low, high = figs.get(key + LOW), figs.get(key + HIGH)
+    return f"{figs[key]:.3g}" + ("" if low is None else f" ({low:.3g} to {high:.3g})")
 
 
 def run(scale: str) -> BenchResult:
-    """Measure every pipeline, the head-to-head rounds, the start methods and the decoders' GIL release at `scale`."""
+    """Measure the GIL-held share, every pipeline, the head-to-head rounds and the start methods at `scale`."""
     s, cores = config.sizes("threads", scale), os.cpu_count() or 1
     k = dict(
         batch_size=s["batch_size"],
@@ -326,12 +436,12 @@ def run(scale: str) -> BenchResult:
         limit_images=s["limit_images"],
         rounds=s["rounds"],
         gil_images=s["gil_images"],
-        gil_px=config.size("imagefolder.px", scale),
     )
     ds, bs = dataset(scale), k["batch_size"]
     torch_threads = torch.get_num_threads()
     torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
     try:
+        gil = gil_prediction(gil_shares(gil_rounds(ds, k["gil_images"], k["rounds"])), cores)
         configs = configurations(ds, bs, k["threads"], k["workers"])
         rows = [
             {"pipeline": name, **epoch_stats(make, k["epochs"])}
@@ -341,7 +451,6 @@ def run(scale: str) -> BenchResult:
         starts = startup(ds, bs, k["workers"])
     finally:
         torch.set_num_threads(torch_threads)
-    gil = gil_speedups(k["gil_images"], k["gil_px"])
     return BenchResult(
         rows,
         figures(rows, rates, starts, gil, cores),
@@ -357,7 +466,7 @@ def figures(
     gil: dict[str, float],
     cores: int,
 ) -> dict[str, float]:
-    """Return the flat figures the targets check.
+    """Return the flat figures the targets check, with `gil` (from `gil_prediction`) among them.
 
     Rates and their ratios come from the head-to-head rounds (`rates`, from `head_to_head`), each ratio as the
     median of its per-round ratios with its 95 % interval (`<key>_ci_low`, `<key>_ci_high`); memory and CPU come
@@ -378,9 +487,7 @@ def figures(
     for s in starts:
         out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
         out[f"helpers_threads_pss_over_dataloader_{s['start_method']}"] = tl["pss_mb"] / s["pss_mb"]
-    for name, v in gil.items():
-        out[f"gil_speedup_2threads_{name}"] = v
-    return out
+    return out | gil
 
 
 def memory_split(rows: list[dict[str, Any]]) -> dict[str, float]:

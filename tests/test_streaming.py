@@ -82,6 +82,19 @@ def test_wire_epoch_counts_bytes_and_the_prediction_is_the_formula(data):
     assert streaming.available_bytes_s("same-region", 8) == 500e6  # the total cap, not 8 x 100 MB/s
 
 
+def test_predicted_bytes_follow_the_total_cap_where_transfers_overlap():
+    p = store.profile("same-region")  # 20 ms, then 100 MB/s per connection, 500 MB/s in all
+    shard = 2.12e6
+    alone = shard / (p.latency_s + shard / p.per_connection_bytes_s)  # one connection: 51.5 MB/s
+    assert streaming.predicted_bytes_s("same-region", 5, shard) == pytest.approx(5 * alone)  # 5 x 100 <= 500
+    nine = streaming.predicted_bytes_s("same-region", 9, shard)
+    assert nine < min(9 * alone, p.total_bytes_s) * 0.9  # the cap binds whenever 6 or more transfers overlap
+    rates = [streaming.predicted_bytes_s("same-region", n, shard) for n in (6, 9, 12, 16, 32)]
+    assert rates == sorted(rates) and p.total_bytes_s * 0.99 < rates[-1] <= p.total_bytes_s
+    no_latency = streaming.predicted_bytes_s("local-nvme", 16, shard)
+    assert no_latency <= store.profile("local-nvme").total_bytes_s
+
+
 def test_shuffle_quality_from_labels_alone(data):
     rows = streaming.entropy_sweep(data, 8, buffers=(0, 40), at_once=(1,))
     by = {(r["layout"], r["buffer"]): r for r in rows}

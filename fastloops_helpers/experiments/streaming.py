@@ -154,11 +154,37 @@ def available_bytes_s(profile: str, conns: int) -> float:
     return min(p.total_bytes_s, p.per_connection_bytes_s * conns)
 
 
-def predicted_bytes_s(profile: str, conns: int, shard_bytes: float) -> float:
-    """Predict a reader's bytes/s: each connection pays the latency, then moves one shard at its share."""
+def predicted_bytes_s(profile: str, conns: int, shard_bytes: float, cycles: int = 200) -> float:
+    """Predict the most bytes/s `conns` connections get from the profile, each GETting whole shards in turn.
+
+    Each connection waits the latency, then moves one shard at its share of the bandwidth: the per-connection
+    rate, or the total shared by the k connections moving bytes at that moment, whichever is less. Where k
+    connections at the per-connection rate never exceed the total, that is conns x shard / (latency + shard /
+    per-connection rate); otherwise the total binds whenever enough transfers overlap, and the connections are
+    followed event by event (started a latency apart / conns, so none starts in step) for `cycles` shards each.
+    """
     p = store.profile(profile)
     per_shard_s = p.latency_s + shard_bytes / p.per_connection_bytes_s
-    return min(p.total_bytes_s, conns * shard_bytes / per_shard_s)
+    if conns * p.per_connection_bytes_s <= p.total_bytes_s:
+        return conns * shard_bytes / per_shard_s
+    waiting = [p.latency_s * (i + 1) / conns for i in range(conns)]  # seconds of latency left, or None
+    left = [0.0] * conns  # bytes left of the shard a connection moves
+    clock, moved = 0.0, 0.0
+    while moved < cycles * conns * shard_bytes:
+        moving = [i for i in range(conns) if waiting[i] is None]
+        rate = min(p.per_connection_bytes_s, p.total_bytes_s / len(moving)) if moving else 0.0
+        step = min([w for w in waiting if w is not None] + [left[i] / rate for i in moving])
+        clock += step
+        for i in range(conns):
+            if waiting[i] is not None:
+                waiting[i] -= step
+                if waiting[i] <= 1e-12:
+                    waiting[i], left[i] = None, shard_bytes
+            elif i in moving:
+                left[i] -= rate * step
+                if left[i] <= 1e-6:
+                    moved, waiting[i] = moved + shard_bytes, p.latency_s
+    return moved / clock
 
 
 def cpu_seconds(exclude: int) -> float:

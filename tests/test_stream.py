@@ -2,6 +2,7 @@
 
 import io
 import shutil
+import time
 
 import numpy as np
 import pytest
@@ -117,3 +118,59 @@ def test_the_store_going_away_mid_epoch_is_an_error_naming_the_shard(shard_set):
     s2.stop()
     with pytest.raises(stream.ShardError, match="shard-00000.tar"):
         list(stream.tar_samples(tar_urls, retries=0))
+
+
+@pytest.mark.parametrize("ahead", [0, 1, 3])
+def test_parquet_stream_keeps_ahead_plus_one_requests_in_flight(ahead):
+    """The shard being read and the next `ahead` are fetched at once: each fetch waits for the others."""
+    import threading
+
+    urls = [f"shard-{i}" for i in range(6)]
+    barrier = threading.Barrier(ahead + 1, timeout=5)  # broken (an error) unless ahead + 1 fetches overlap
+    reader = stream.ParquetStream(urls, ahead=ahead)
+
+    def fetch(url):
+        if urls.index(url) <= ahead:  # the first ahead + 1 shards are submitted together
+            barrier.wait()
+        return {"key": [url], "jpg": [b""], "cls": [0]}
+
+    reader.fetch = fetch
+    assert [s["key"] for s in reader] == urls
+
+
+def test_parquet_stream_fetches_through_a_window_wider_than_the_requests_in_flight():
+    """A slow shard at the head does not idle the connections: later shards of the window are fetched meanwhile."""
+    import threading
+
+    urls = [f"shard-{i}" for i in range(8)]
+    later_done = threading.Event()
+    reader = stream.ParquetStream(urls, ahead=1, window=4)  # 2 requests in flight, 4 shards fetched ahead
+
+    def fetch(url):
+        if url == "shard-0":  # the head waits until shards 1, 2 and 3 are in: only a window of 4 lets that happen
+            assert later_done.wait(5), "the shards behind a slow head were not fetched"
+        if url == "shard-3":
+            later_done.set()
+        return {"key": [url], "jpg": [b""], "cls": [0]}
+
+    reader.fetch = fetch
+    assert [s["key"] for s in reader] == urls
+    with pytest.raises(ValueError, match="window >= ahead"):
+        stream.ParquetStream(urls, ahead=3, window=2)
+
+
+def test_parquet_stream_that_stops_early_fetches_no_queued_shard():
+    urls = [f"shard-{i}" for i in range(40)]
+    fetched = []
+    reader = stream.ParquetStream(urls, ahead=1, window=20)
+
+    def fetch(url):
+        time.sleep(0.05)
+        fetched.append(url)
+        return {"key": [url], "jpg": [b""], "cls": [0]}
+
+    reader.fetch = fetch
+    it = iter(reader)
+    next(it)  # about 50 ms: 2 shards fetched, 2 in flight, 17 queued
+    it.close()
+    assert len(fetched) <= 6  # the queued shards were cancelled: not the window's 21, never the 40 shards

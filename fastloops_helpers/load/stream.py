@@ -97,14 +97,30 @@ class ParquetStream:
     Parameters
     ----------
     urls: the shards, in reading order.
-    ahead: shards fetched ahead in threads (their request latency overlaps reading); 0 reads one at a time.
+    ahead: requests in flight beyond the first, on `ahead` + 1 threads (their latency overlaps reading); 0 reads
+        one shard at a time.
+    window: shards fetched or being fetched ahead of the reader, at most (default 2 x (`ahead` + 1), at least
+        `ahead` + 1). Shards are read in order, so those that finish early wait for the one being read; a window
+        wider than the requests in flight keeps every connection busy meanwhile. It bounds the memory: `window`
+        shards.
     skip: on a bad shard, count its samples in `lost` and go on instead of raising `ShardError`.
     expected: samples per shard (from the manifest), to count what a skipped shard lost.
     """
 
     def __init__(
-        self, urls: Sequence[str], ahead: int = 2, skip: bool = False, expected: Sequence[int] | None = None
+        self,
+        urls: Sequence[str],
+        ahead: int = 2,
+        skip: bool = False,
+        expected: Sequence[int] | None = None,
+        window: int | None = None,
     ) -> None:
+        self.window = 2 * (ahead + 1) if window is None else window
+        if ahead < 0 or self.window < ahead + 1:
+            raise ValueError(
+                f"ParquetStream needs ahead >= 0 and window >= ahead + 1 (got ahead={ahead}, window={window}): "
+                "a window narrower than the requests in flight leaves threads with nothing to fetch"
+            )
         self.urls, self.ahead, self.skip = list(urls), ahead, skip
         self.expected = list(expected) if expected is not None else None
         self.position = (0, 0)  # (shard, sample) of the next sample to yield
@@ -121,18 +137,20 @@ class ParquetStream:
 
     def __iter__(self) -> Iterator[Sample]:
         first_shard, first_sample = self.position
-        with ThreadPoolExecutor(max(self.ahead, 1)) as pool:
-            pending = [pool.submit(self.fetch, u) for u in self.urls[first_shard : first_shard + self.ahead + 1]]
+        pool = ThreadPoolExecutor(self.ahead + 1)  # ahead + 1 requests in flight; the rest of the window queues
+        try:
+            pending = [pool.submit(self.fetch, u) for u in self.urls[first_shard : first_shard + self.window]]
             for index in range(first_shard, len(self.urls)):
                 table = self._result(pending.pop(0), index)
-                nxt = index + self.ahead + 1
-                if nxt < len(self.urls):
-                    pending.append(pool.submit(self.fetch, self.urls[nxt]))
+                if index + self.window < len(self.urls):
+                    pending.append(pool.submit(self.fetch, self.urls[index + self.window]))
                 start = first_sample if index == first_shard else 0
                 for row in range(start, len(table["key"])):
                     self.position = (index, row + 1)
                     yield {"key": table["key"][row], "jpg": table["jpg"][row], "cls": table["cls"][row]}
                 self.position = (index + 1, 0)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)  # a reader that stops early fetches no queued shard
         self.position = (0, 0)  # a whole epoch read: the next iteration is a new epoch
 
     def _result(self, future: Future, index: int) -> dict[str, list[Any]]:

@@ -121,6 +121,7 @@ class ParquetStream:
                 f"ParquetStream needs ahead >= 0 and window >= ahead + 1 (got ahead={ahead}, window={window}): "
                 "a window narrower than the requests in flight leaves threads with nothing to fetch"
             )
+        require("pyarrow.parquet", "stream")  # imported here, at set-up: not by the first epoch's fetch threads
         self.urls, self.ahead, self.skip = list(urls), ahead, skip
         self.expected = list(expected) if expected is not None else None
         self.position = (0, 0)  # (shard, sample) of the next sample to yield

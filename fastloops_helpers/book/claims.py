@@ -695,6 +695,14 @@ CLAIMS: tuple[Claim, ...] = (
         at_least=0.8,
     ),
     _c(
+        "stream_wire_efficiency_vs_profile",
+        "project",
+        "the best reader moves at least 0.8 of the same-region profile's bandwidth (rounds beside the store's ceiling)",
+        "",
+        N16,
+        at_least=0.8,
+    ),
+    _c(
         "stream_shuffle_buffer_cost",
         "project",
         "the large shuffle buffer costs little throughput (img/s without it over with it)",
@@ -751,6 +759,7 @@ TARGETS: tuple[Target, ...] = (
     Target("bench-threads", "helpers_threads_over_spdl", at_least=1.0),
     Target("bench-threads", "helpers_threads_pss_over_dataloader_best", at_most=0.5),
     Target("bench-streaming", "stream_wire_efficiency", at_least=0.8),
+    Target("bench-streaming", "stream_wire_efficiency_vs_profile", at_least=0.8),
     Target("bench-streaming", "stream_entropy_small_buffer_over_full", at_most=0.7),
     Target("bench-streaming", "stream_entropy_large_buffer_over_full", at_least=0.9),
     Target("bench-streaming", "stream_shuffle_buffer_cost", at_most=1.1),

@@ -6,7 +6,7 @@ is the most the store can send with that many requests in flight; a streaming re
 of the store's real capacity that reader uses, beside its share of the profile's nominal bandwidth. The store
 process's CPU seconds over the wall seconds say whether the store itself is busy (one Python process, one GIL).
 
-Reported by `bench streaming` (fastloops_helpers.book.bench); no notebook shows it yet.
+Reported by `bench streaming` (fastloops_helpers.book.bench). Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 """
 
 from __future__ import annotations

@@ -167,7 +167,7 @@ def predicted_bytes_s(profile: str, conns: int, shard_bytes: float, cycles: int 
     per_shard_s = p.latency_s + shard_bytes / p.per_connection_bytes_s
     if conns * p.per_connection_bytes_s <= p.total_bytes_s:
         return conns * shard_bytes / per_shard_s
-    waiting = [p.latency_s * (i + 1) / conns for i in range(conns)]  # seconds of latency left, or None
+    waiting: list[float | None] = [p.latency_s * (i + 1) / conns for i in range(conns)]  # latency left, or None
     left = [0.0] * conns  # bytes left of the shard a connection moves
     clock, moved = 0.0, 0.0
     while moved < cycles * conns * shard_bytes:
@@ -176,10 +176,10 @@ def predicted_bytes_s(profile: str, conns: int, shard_bytes: float, cycles: int 
         step = min([w for w in waiting if w is not None] + [left[i] / rate for i in moving])
         clock += step
         for i in range(conns):
-            if waiting[i] is not None:
-                waiting[i] -= step
-                if waiting[i] <= 1e-12:
-                    waiting[i], left[i] = None, shard_bytes
+            w = waiting[i]
+            if w is not None:
+                waiting[i] = w - step if w - step > 1e-12 else None
+                left[i] = shard_bytes if waiting[i] is None else left[i]
             elif i in moving:
                 left[i] -= rate * step
                 if left[i] <= 1e-6:

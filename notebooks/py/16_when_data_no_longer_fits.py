@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The
@@ -34,7 +34,7 @@ from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import store
-from fastloops_helpers.experiments import streaming
+from fastloops_helpers.experiments import store_ceiling, streaming
 from fastloops_helpers.load import stream
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.measure import timeline
@@ -83,14 +83,14 @@ for layout, src in data.layouts.items():
 print("memmap of decoded pixels:", tuple(data.images.images.shape), "| FFCV .beton:",
       config.rel(data.beton) if data.beton else "ffcv not installed")
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 print("same samples in both layouts:", sorted(sum(data.layouts["sorted"].labels, [])) ==
       sorted(sum(data.layouts["shuffled"].labels, [])))
 print("shards divide evenly over the ranks:", n_shards % world_size == 0)
 for name, why in streaming.LEFT_OUT.items():
     print(f"left out: {name}: {why}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Three streaming packages were left out, for the reasons printed above: check a streaming package's declared
 # dependencies before adopting it. `mosaicml-streaming` and `litdata` do not fit this project's pins. Ray Data
 # fits the pins and reads the same Parquet shards, but its local cluster (a control store, a raylet, a metrics
@@ -117,8 +117,9 @@ print(pd.DataFrame([{"profile": p.name, "MB/s per connection": p.per_connection_
 # The cells below render what two of the readers run per epoch, from the package's objects that run.
 # WebDataset hands each tar shard's URL to `curl` in a pipe (with two retries, not its default of thirty, each
 # two seconds apart) and groups the tar members into samples; the manifest's sample counts turn a shard that ends
-# early into an error. The pyarrow reader fetches each Parquet shard in one GET (`self.fetch`), `ahead` shards at
-# once in threads, and parses it in memory. `datasets` streams the same Parquet files with fsspec range requests
+# early into an error. The pyarrow reader fetches each Parquet shard in one GET (`self.fetch`), `ahead` + 1 at
+# once on as many threads, through a window of twice as many shards (finished ones wait while the head is read), and
+# parses each in memory. `datasets` streams the same Parquet files with fsspec range requests
 # (`stream.hf_dataset` is one `load_dataset("parquet", ..., streaming=True)` call). The driver
 # (`streaming.reader`) builds these, so they live in the package.
 
@@ -126,7 +127,7 @@ print(pd.DataFrame([{"profile": p.name, "MB/s per connection": p.per_connection_
 show_code(stream.tar_samples)  # WebDataset over curl, the manifest's counts checked
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(stream.ParquetStream.__iter__)  # `ahead` shards in flight on threads, one GET each
+show_code(stream.ParquetStream.__iter__)  # `ahead` + 1 requests in flight, a window of shards, one GET each
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Every reader yields samples (a dict of key, JPEG bytes and label). `Batches` turns any of them into what a
@@ -148,8 +149,11 @@ show_code(streaming.local_loaders, BatchLoader._iter_gathered)  # the local base
 # request first waits 20 ms, then moves its shard at 100 MB/s per connection: 20 + 2.2 / 100 x 1000 = 42 ms per
 # shard, so one connection carries 2.2 MB / 42 ms = about 52 MB/s, half of its 100 MB/s. WebDataset (one curl at
 # a time) and `datasets` (one file at a time) get about that, about 1,400 images/s with decoding off. The pyarrow
-# reader keeps `ahead` + 1 = 9 requests in flight: 9 x 52 = 470 MB/s, just under the 500 MB/s the store gives all
-# connections together, if the CPU keeps up with parsing 470 MB/s in Python and the server with sending it.
+# reader keeps `ahead` + 1 = 16 requests in flight: 16 x 52 = 830 MB/s, more than the 500 MB/s the store gives all
+# connections together. The total binds whenever more than 500 / 100 = 5 transfers overlap, and then every
+# transfer slows; `streaming.predicted_bytes_s` follows the connections event by event and gives about 490 MB/s for
+# 16 (about 405 for 9: why `ahead` is 15), if the CPU keeps up with parsing that in Python and the server with
+# sending it.
 # With decoding on, every reader runs the same decoder: a 400-pixel JPEG takes 2 to 4 ms on one core, so two
 # threads give 500 to 1,000 images/s, 20 to 40 MB/s, far below every reader's wire: all three streaming readers
 # should decode at about the same rate. The memmap holds decoded pixels and only gathers them: 64 x 64 x 3 =
@@ -200,9 +204,9 @@ _ = measure.predicted("fastest over slowest stream, decoding on (the same decode
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. The best reader across the profiles
 #
-# **Prediction.** With 2.2 MB shards and 9 requests in flight, local NVMe (2 GB/s, 0.1 ms) would give far more
+# **Prediction.** With 2.2 MB shards and 16 requests in flight, local NVMe (2 GB/s, 0.1 ms) would give far more
 # than this CPU can parse, so the CPU sets the rate; cross-region (25 MB/s per connection, 80 ms) gives
-# 9 x 2.2 / (0.08 + 2.2 / 25) = 9 x 13 = 118 MB/s, a quarter of same-region.
+# 16 x 2.2 / (0.08 + 2.2 / 25) = 16 x 13 = 210 MB/s, under half of same-region.
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 sweep = streaming.profile_sweep(data, best, streaming.PROFILES, batch_size, ahead)
@@ -215,6 +219,41 @@ for r in sweep:
 # Where the profile gives more than the process can use, the efficiency is low and says nothing about the store:
 # the reader is CPU-bound. Where it gives less, the latency and the requests in flight should decide; the lines above
 # say whether each prediction held. Section 8 shows where the time goes when the wire is not the limit.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **The store's own ceiling.** A wire efficiency under 1 blames the reader only if the store could have sent more.
+# The simplest reader there is sends plain GETs of whole shards, as many in flight as the best reader keeps, and
+# reads each answer into a buffer it reuses: no parsing, no copies. What it gets is the store's ceiling for that many
+# requests. It runs interleaved with the best reader's epochs in `rounds` rounds, with the store process's CPU share
+# beside it (one Python process: if that share neared one core, the store would be the limit). Three ratios, each
+# per round with its interval: the ceiling over the profile's bandwidth (the instrument), the reader over the
+# ceiling (the reader) and the reader over the profile (both).
+#
+# **Prediction.** The ceiling should reach the profile's own model (`predicted_bytes_s`, above) within a few per
+# cent: the store sends each piece by `sendfile` and sleeps to its schedule. A reader that parses Parquet into Python
+# objects and reads its shards in order should reach 0.9 of the ceiling or more when its window keeps every
+# connection busy.
+
+# %% slideshow={"slide_type": "subslide"}
+show_code(store_ceiling.parallel_gets, store_ceiling.get_object, store.Handler._send)  # timed next
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+ceiling = streaming.ceiling_rounds(data, best, profile, batch_size, ahead, rounds)
+ceiling_figures = store_ceiling.figures(ceiling, ceiling["available_bytes_s"])
+for key in ("stream_store_ceiling_bytes_per_s", "stream_store_cpu_share", "stream_store_ceiling_over_profile",
+            "stream_wire_efficiency_vs_ceiling", "stream_wire_efficiency_vs_profile"):
+    v, lo, hi = (ceiling_figures[key + k] for k in ("", "_ci_low", "_ci_high"))
+    print(f"{key}: {v:.3g} (95 % interval {lo:.3g} to {hi:.3g}, {rounds} rounds)")
+model = table.loc[best, "predicted_MB_per_s"] * 1e6
+_ = measure.predicted("store ceiling over the profile's model", 0.9, 1.05,
+                      [c / model for c in ceiling["ceiling_bytes_s"]], "x")
+_ = measure.predicted(f"{best} over the store's ceiling", 0.9, 1.05,
+                      store_ceiling.efficiencies(ceiling, ceiling["available_bytes_s"])["vs_ceiling"], "x")
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The store's CPU share says whether the instrument itself is busy; the ceiling over the model says whether it
+# keeps its schedule. The gap between the reader and the ceiling is the reader's own: its Python per shard and per
+# row, and a window too narrow for the spread of shard times (try `window=ahead + 1` in `stream.ParquetStream`).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Shuffle quality: what a buffer buys on class-sorted shards
@@ -393,8 +432,9 @@ print(advice.to_string(index=False) if len(advice) else f"no knob ranked: {diag.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 figures = streaming.figures(rows, seconds, sweep, entropies, small_buffer, large_buffer, cost, rank_rows,
-                            resume_rows, bad)
-for key in ("stream_best_over_memmap", "stream_wire_efficiency", "stream_entropy_small_buffer_over_full",
+                            resume_rows, bad, ceiling)
+for key in ("stream_best_over_memmap", "stream_wire_efficiency", "stream_wire_efficiency_vs_profile",
+            "stream_wire_efficiency_vs_ceiling", "stream_store_ceiling_over_profile", "stream_entropy_small_buffer_over_full",
             "stream_entropy_large_buffer_over_full", "stream_shuffle_buffer_cost", "stream_ranks_exactly_once",
             "stream_ranks_duplicates", "stream_best_img_per_s", "stream_memmap_img_per_s",
             "stream_resume_parquet_exact", "stream_bad_shards_named"):
@@ -423,7 +463,8 @@ for name in ("stream_ranks_exactly_once", "stream_resume_parquet_exact", "stream
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for name in ("stream_entropy_small_buffer_over_full", "stream_entropy_large_buffer_over_full",
-             "stream_best_over_memmap", "stream_wire_efficiency", "stream_shuffle_buffer_cost"):
+             "stream_best_over_memmap", "stream_wire_efficiency", "stream_wire_efficiency_vs_profile",
+             "stream_shuffle_buffer_cost"):
     claims.check(name, figures)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -110,6 +110,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "stream.decode_threads": (2, 2, 8),            # threads decoding each batch's JPEGs
     "stream.decode_images": (96, 768, 8_192),      # images each decoding pass takes per reader and round
     "stream.rounds": (3, 6, 15),                   # interleaved rounds (6+ gives a 95 % interval of the median)
+    "stream.ceiling_rounds": (3, 12, 15),          # rounds of raw GETs against the best reader (under a second each)
     "stream.ahead": (4, 15, 15),                   # Parquet shards fetched ahead: requests in flight - 1 (16 keep
     #                                                the same-region profile 0.98 busy: streaming.predicted_bytes_s)
     "stream.small_buffer": (32, 64, 64),           # the small shuffle buffer: one batch

@@ -832,7 +832,7 @@ def run(scale: str) -> BenchResult:
     rank_rows = ranks(data, 2, "same-region", k["ahead"])
     resume_rows = resume(data, k["batch_size"] + 3, 4, "same-region")
     bad = bad_input(data)
-    ceiling = ceiling_rounds(data, best, "same-region", k["batch_size"], k["ahead"], k["rounds"])
+    ceiling = ceiling_rounds(data, best, "same-region", k["batch_size"], k["ahead"], k["ceiling_rounds"])
     small, large = k["small_buffer"], k["large_buffer"]
     figs = figures(rows, seconds, sweep, entropies, small, large, cost, rank_rows, resume_rows, bad, ceiling)
     return BenchResult(

@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The
@@ -51,6 +51,7 @@ px = config.size("stream.px")                          # decoded side: larger de
 decode_threads = config.size("stream.decode_threads")  # threads decoding each batch: up to the cores, no further
 decode_images = config.size("stream.decode_images")    # images per decoding pass: more, steadier rates, longer run
 rounds = config.size("stream.rounds")                  # interleaved rounds: 6 or more give a 95 % interval
+ceiling_rounds = config.size("stream.ceiling_rounds")  # raw GETs against the best reader: each under 1 s
 ahead = config.size("stream.ahead")                    # Parquet shards fetched ahead: hide latency, hold their memory
 profile = "same-region"                                # the storage tier every reader is measured at
 small_buffer = config.size("stream.small_buffer")      # the small shuffle buffer, in samples
@@ -224,8 +225,8 @@ for r in sweep:
 # **The store's own ceiling.** A wire efficiency under 1 blames the reader only if the store could have sent more.
 # The simplest reader there is sends plain GETs of whole shards, as many in flight as the best reader keeps, and
 # reads each answer into a buffer it reuses: no parsing, no copies. What it gets is the store's ceiling for that many
-# requests. It runs interleaved with the best reader's epochs in `rounds` rounds, with the store process's CPU share
-# beside it (one Python process: if that share neared one core, the store would be the limit). Three ratios, each
+# requests. It runs interleaved with the best reader's epochs in `ceiling_rounds` rounds, with the store process's
+# CPU share beside it (one Python process: if that share neared one core, the store would be the limit). Three ratios, each
 # per round with its interval: the ceiling over the profile's bandwidth (the instrument), the reader over the
 # ceiling (the reader) and the reader over the profile (both).
 #
@@ -238,12 +239,12 @@ for r in sweep:
 show_code(store_ceiling.parallel_gets, store_ceiling.get_object, store.Handler._send)  # timed next
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-ceiling = streaming.ceiling_rounds(data, best, profile, batch_size, ahead, rounds)
+ceiling = streaming.ceiling_rounds(data, best, profile, batch_size, ahead, ceiling_rounds)
 ceiling_figures = store_ceiling.figures(ceiling, ceiling["available_bytes_s"])
 for key in ("stream_store_ceiling_bytes_per_s", "stream_store_cpu_share", "stream_store_ceiling_over_profile",
             "stream_wire_efficiency_vs_ceiling", "stream_wire_efficiency_vs_profile"):
     v, lo, hi = (ceiling_figures[key + k] for k in ("", "_ci_low", "_ci_high"))
-    print(f"{key}: {v:.3g} (95 % interval {lo:.3g} to {hi:.3g}, {rounds} rounds)")
+    print(f"{key}: {v:.3g} (95 % interval {lo:.3g} to {hi:.3g}, {ceiling_rounds} rounds)")
 model = table.loc[best, "predicted_MB_per_s"] * 1e6
 _ = measure.predicted("store ceiling over the profile's model", 0.9, 1.05,
                       [c / model for c in ceiling["ceiling_bytes_s"]], "x")
@@ -441,7 +442,8 @@ for key in ("stream_best_over_memmap", "stream_wire_efficiency", "stream_wire_ef
     print(f"{key}: {figures[key]:.3g}")
 path = measure.save_results("16_when_data_no_longer_fits", figures, rows + sweep + entropies + rank_rows, knobs={
     "images": images, "n_shards": n_shards, "batch_size": batch_size, "px": px, "decode_threads": decode_threads,
-    "decode_images": decode_images, "rounds": rounds, "ahead": ahead, "profile": profile,
+    "decode_images": decode_images, "rounds": rounds, "ceiling_rounds": ceiling_rounds, "ahead": ahead,
+    "profile": profile,
     "small_buffer": small_buffer, "large_buffer": large_buffer, "shards_at_once": list(shards_at_once),
     "world_size": world_size, "resume_after": resume_after, "resume_shards": resume_shards,
     "diagnose_batches": diagnose_batches, "timeline_batches": timeline_batches, "step_ms": step_ms,

@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ import torch
 
 from .. import config
 from ..measure import capabilities
+from ..measure.clock import now
 from ..measure.provenance import cpu_name, hardware_line
 from . import report, runs
 
@@ -81,7 +81,7 @@ def command(part: str, scale: str) -> list[str]:
 
 def run_part(part: str, argv: list[str], env: dict[str, str], log: Path, timeout_s: float) -> Outcome:
     """Run one part in its own process group, its output into `log`; kill the whole group at `timeout_s`."""
-    start = time.monotonic()
+    start = now()
     with log.open("w") as out:
         proc = subprocess.Popen(
             argv, cwd=config.project_root(), env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
@@ -91,8 +91,8 @@ def run_part(part: str, argv: list[str], env: dict[str, str], log: Path, timeout
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
             proc.wait()
-            return Outcome(part, "timed out", None, time.monotonic() - start, f"killed after {timeout_s:.0f} s")
-    seconds = time.monotonic() - start
+            return Outcome(part, "timed out", None, now() - start, f"killed after {timeout_s:.0f} s")
+    seconds = now() - start
     return Outcome(part, "passed" if code == 0 else "FAILED", code, seconds, "" if code == 0 else _last_line(log))
 
 
@@ -118,14 +118,14 @@ def environment(data: Path, results: Path, scale: str) -> dict[str, str]:
 def run_parts(parts: list[str], scale: str, folders: dict[str, Path], budget_s: float = BUDGET_S) -> list[Outcome]:
     """Run each part in turn (each under its timeout and what is left of `budget_s`); skip those it cannot run."""
     env = environment(folders["data"], folders["results"], scale)
-    deadline = time.monotonic() + budget_s
+    deadline = now() + budget_s
     outcomes = []
     for part in parts:
         skip = skip_reason(part, deadline)
         if skip:
             outcomes.append(Outcome(part, "skipped", None, 0.0, skip))
         else:
-            left = min(TIMEOUT_S[part], deadline - time.monotonic())
+            left = min(TIMEOUT_S[part], deadline - now())
             outcomes.append(run_part(part, command(part, scale), env, folders["logs"] / f"{part}.log", left))
         print(_line(outcomes[-1]), flush=True)
     return outcomes
@@ -138,7 +138,7 @@ def skip_reason(part: str, deadline: float) -> str:
     lost = missing(NEEDS.get(part, ("tensordict",)))
     if lost:
         return "missing: " + ", ".join(lost)
-    if deadline - time.monotonic() < 10:
+    if deadline - now() < 10:
         return f"the {BUDGET_S} s budget of all parts was spent"
     return ""
 

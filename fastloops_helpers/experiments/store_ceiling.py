@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import http.client
 import threading
-import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from urllib.parse import urlsplit
@@ -72,10 +71,10 @@ def ceiling_round(store_pid: int, urls: Sequence[str], in_flight: int) -> dict[s
 
     The bytes/s is timed as a contender (the warp sees it); the CPU share is store CPU seconds over real seconds.
     """
-    cpu0, start = cpu_s(store_pid), time.perf_counter()
+    cpu0, start = cpu_s(store_pid), measure.now()
     with measure.Timer(contender=("raw GETs", in_flight)) as t:
         n = parallel_gets(urls, in_flight)
-    wall = time.perf_counter() - start
+    wall = measure.now() - start
     return {"bytes_per_s": n / t.seconds, "store_cpu_share": (cpu_s(store_pid) - cpu0) / wall}
 
 

@@ -3,6 +3,7 @@
 import pytest
 import torch
 
+from fastloops_helpers import measure
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import capabilities
 
@@ -22,8 +23,12 @@ def test_compare_measures_each_size_and_library_and_records_the_knobs():
 
 def test_the_thread_count_is_set_for_the_copy_and_restored():
     before = torch.get_num_threads()
-    with bandwidth.torch_threads(1) as inside:
+    with measure.torch_threads(1) as inside:
         assert inside == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+    with measure.torch_threads(None) as inside:  # None keeps the count, and restores it whatever the block does
+        assert inside == before
+        torch.set_num_threads(1)
     assert torch.get_num_threads() == before
     bandwidth.copy_bandwidth(2**20, "torch", repeat=2, threads=1)
     assert torch.get_num_threads() == before

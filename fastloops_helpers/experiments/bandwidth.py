@@ -8,8 +8,7 @@ copies timed) and passes them to `compare`; notebooks 04, 05, 06 and 08 set thei
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -53,19 +52,6 @@ def copier(
     return 2 * n * 4, functools.partial(copy or COPIES[library], src, dst)
 
 
-@contextmanager
-def torch_threads(threads: int | None) -> Iterator[int]:
-    """Run the block with `threads` torch intra-op threads (None: as they are), then restore the count."""
-    before = torch.get_num_threads()
-    if threads is not None and threads < 1:
-        raise ValueError(f"threads must be >= 1 (or None to keep {before}), got {threads}")
-    torch.set_num_threads(threads or before)
-    try:
-        yield torch.get_num_threads()
-    finally:
-        torch.set_num_threads(before)
-
-
 def copy_rates(
     nbytes: int,
     libraries: tuple[str, ...] = LIBRARIES,
@@ -79,7 +65,7 @@ def copy_rates(
     """
     made = {lib: copier(nbytes, lib, (copies or {}).get(lib)) for lib in libraries}
     inner = max(1, 2**26 // nbytes)  # small buffers: many copies per round so the clock can see them
-    with torch_threads(threads):
+    with measure.torch_threads(threads):
         seconds = measure.per_call({lib: fn for lib, (_, fn) in made.items()}, number=inner, repeat=repeat)
     return {lib: made[lib][0] / measure.median(seconds[lib]) / 1e9 for lib in libraries}
 

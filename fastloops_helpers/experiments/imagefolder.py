@@ -399,12 +399,8 @@ def per_image_costs(folder: Path, split: str, batch_size: int, n: int = 32, repe
         "collate (stack the floats)": (lambda: torch.stack(samples), len(samples)),
         READ: (lambda: [Path(p).read_bytes() for p in paths], len(paths)),
     }
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread per stage, as in a DataLoader worker (a busy machine stalls torch's pool)
-    try:
+    with measure.torch_threads(1):  # one thread per stage, as in a DataLoader worker (a busy machine stalls torch)
         seconds = measure.interleaved({stage: fn for stage, (fn, _) in stages.items()}, repeat=repeat, warmup=2)
-    finally:
-        torch.set_num_threads(threads)
     per_image = {stage: [s / count for s in seconds[stage]] for stage, (_, count) in stages.items()}
     read = per_image.pop(READ)
     table = pd.DataFrame([{"stage": k, "ms_per_image": measure.median(v) * 1e3} for k, v in per_image.items()])

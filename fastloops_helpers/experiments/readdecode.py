@@ -111,13 +111,9 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     def numpy_array() -> np.ndarray:  # numpy's copy, into huge pages where the kernel allows them
         return np.array(a)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
-    try:
+    with measure.torch_threads(1):  # one thread, as notebook 00's copy rate; more wait on each other when busy
         parts = [torch_tensor, copy_into_existing, first_touch_torch, numpy_array]
         s = measure.interleaved({f.__name__: f for f in parts}, repeat=repeat, warmup=1)
-    finally:
-        torch.set_num_threads(threads)
     return {name: measure.median(v) for name, v in s.items()}
 
 

@@ -200,12 +200,8 @@ def train_accuracy(
 ) -> float:
     """Train a small MLP with SGD on `batches(epoch)` for `epochs`; return its test accuracy."""
     torch.manual_seed(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # a tiny model: more threads only add synchronisation, badly so on a busy machine
-    try:
+    with measure.torch_threads(1):  # a tiny model: more threads only add synchronisation, badly so on a busy machine
         return _train(batches, epochs, test, classes)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _train(

@@ -438,9 +438,7 @@ def run(scale: str) -> BenchResult:
         gil_images=s["gil_images"],
     )
     ds, bs = dataset(scale), k["batch_size"]
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as in DataLoader workers: intra-op threads would fight the loaders' threads
-    try:
+    with measure.torch_threads(1):  # as in DataLoader workers: intra-op threads would fight the loaders' threads
         gil = gil_prediction(gil_shares(gil_rounds(ds, k["gil_images"], k["rounds"])), cores)
         configs = configurations(ds, bs, k["threads"], k["workers"])
         rows = [
@@ -449,8 +447,6 @@ def run(scale: str) -> BenchResult:
         ]
         rates = head_to_head(configs, best_dataloader(rows), ds, k["limit_images"], k["rounds"])
         starts = startup(ds, bs, k["workers"])
-    finally:
-        torch.set_num_threads(torch_threads)
     return BenchResult(
         rows,
         figures(rows, rates, starts, gil, cores),

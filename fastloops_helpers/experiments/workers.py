@@ -13,7 +13,6 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.utils.data import DataLoader
 
 from .. import config, measure
@@ -176,13 +175,9 @@ def run(scale: str) -> BenchResult:
     )
     dataset = jpeg_dataset(synthetic_imagefolder(scale), px)
     counts = ladder()
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as DataLoader does in each worker: collate's intra-op threads would fight them
-    try:
+    with measure.torch_threads(1):  # as DataLoader does in each worker: collate's intra-op threads would fight them
         measure_loader(make_loader(dataset, 0, batch_size), step_ms=0)  # warm-up: files into the page cache
         rows, _, img_per_s = interleaved_ladder(dataset, counts, batch_size, step_ms, rounds)
-    finally:
-        torch.set_num_threads(threads)
     for row, n in zip(rows, counts):
         row["num_workers"] = n
     base = rows[0]["img_per_s"]

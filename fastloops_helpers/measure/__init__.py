@@ -20,6 +20,7 @@ from .stats import (
     summarize,
     verdict,
 )
+from .threads import torch_threads
 
 __all__ = [
     "Timer",
@@ -55,4 +56,5 @@ __all__ = [
     "verdict",
     "Verdict",
     "TIE",
+    "torch_threads",
 ]

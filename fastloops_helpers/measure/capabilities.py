@@ -19,6 +19,7 @@ import torch
 
 from .. import config
 from .clock import Timer
+from .threads import torch_threads
 
 SYSLIBS = "sudo apt-get install -y pkg-config libopencv-dev libturbojpeg0-dev"
 
@@ -59,15 +60,12 @@ def check_ffcv() -> tuple[bool, str, str]:
     how = f"{SYSLIBS} && make setup"
     if importlib.util.find_spec("ffcv") is None:
         return False, "not installed", how
-    threads = torch.get_num_threads()
-    try:
-        with warnings.catch_warnings():  # ffcv imports tqdm.auto, which warns about ipywidgets in a notebook
+    try:  # importing ffcv sets torch's threads to 1: the guard restores them (a check must not change them)
+        with torch_threads(None), warnings.catch_warnings():  # ffcv imports tqdm.auto: ipywidgets warning
             warnings.simplefilter("ignore")
             importlib.import_module("ffcv.loader")
     except Exception as exc:  # a broken build raises anything from ImportError to numba errors
         return False, f"installed but does not import: {type(exc).__name__}: {exc}", how
-    finally:
-        torch.set_num_threads(threads)  # importing ffcv sets torch's threads to 1: a check must not change them
     return True, f"version {metadata.version('ffcv')}", how
 
 

@@ -6,7 +6,7 @@
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
-# | **Run time** | <!-- run-time --> workshop ~28 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~31 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
@@ -230,13 +230,9 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     def numpy_array() -> np.ndarray:  # numpy's copy, into huge pages where the kernel allows them
         return np.array(a)
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # one thread, as notebook 00's copy rate; more threads wait on each other when busy
-    try:
+    with measure.torch_threads(1):  # one thread, as notebook 00's copy rate; more wait on each other when busy
         parts = [torch_tensor, copy_into_existing, first_touch_torch, numpy_array]
         s = measure.interleaved({f.__name__: f for f in parts}, repeat=repeat, warmup=1)
-    finally:
-        torch.set_num_threads(threads)
     return {name: measure.median(v) for name, v in s.items()}
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]

@@ -6,7 +6,7 @@
 # | **Question** | How much faster is a chain of pointwise ops (sin, cos, sigmoid, add, mul) when compiled into one kernel, and can we predict the gain from memory traffic? |
 # | **Seeds** | 000/001 "Other tips": *Fuse operator* |
 # | **GPU** | optional: the chain is also compiled for CUDA when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~37 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # In eager PyTorch each pointwise op is its own kernel: it reads its inputs from memory and writes a full-size
 # result back, and the next op reads that result again. A compiler that fuses the chain into one kernel reads
@@ -16,6 +16,8 @@
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import math
 from collections.abc import Callable
+from functools import partial
+from typing import Any
 
 import pandas as pd
 import torch
@@ -23,7 +25,7 @@ import torch
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.experiments import bandwidth, fusion
+from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -42,11 +44,10 @@ print("sizes (MiB):", [n * dtype.itemsize / 2**20 for n in sizes])
 #
 # The slide names the kind of op that fuses (elementwise add and multiply, `sin`, `cos`, `sigmoid`) but shows no
 # code. Here is the chain this notebook times: six pointwise ops, each of which eager PyTorch runs as its own
-# kernel. The cell is the lesson's source; `fusion.chain` holds the same function for the benchmark
-# (`python -m fastloops_helpers.book.bench fusion`):
+# kernel. The cell is the lesson's source, and the benchmark
+# (`python -m fastloops_helpers.book.bench fusion`) runs this notebook, so it times this cell too:
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.experiments.fusion
 def chain(x: torch.Tensor) -> torch.Tensor:
     """Return sin(x) * cos(x) + sigmoid(x) * x: six pointwise ops, the slide's kind."""
     return x.sin() * x.cos() + torch.sigmoid(x) * x
@@ -55,13 +56,26 @@ def chain(x: torch.Tensor) -> torch.Tensor:
 # %% [markdown] slideshow={"slide_type": "-"}
 # Eager, each op reads one or two tensors and writes one: 15 tensor-sized passes over memory in all. Fused, one
 # kernel reads `x` and writes the result: 2 passes.
+# The count per op, and `traffic_bytes`, which turns passes into bytes:
+
+# %% slideshow={"slide_type": "subslide"}
+# sin(x): 1 read + 1 write, cos(x): 1 + 1, a * b: 2 + 1, sigmoid(x): 1 + 1, d * x: 2 + 1, c + e: 2 + 1
+EAGER_PASSES = 15
+FUSED_PASSES = 2  # one kernel: read x once, write the result once
+
+
+def traffic_bytes(n: int, element_bytes: int = 4) -> dict[str, int]:
+    """Return the bytes moved through memory by the eager chain and by one fused kernel, for `n` elements."""
+    return {"eager": EAGER_PASSES * n * element_bytes, "fused": FUSED_PASSES * n * element_bytes}
+
 
 # %% slideshow={"slide_type": "-"}
-print(f"eager passes: {fusion.EAGER_PASSES}, fused passes: {fusion.FUSED_PASSES}, "
-      f"bound on the gain when memory-bound: {fusion.EAGER_PASSES / fusion.FUSED_PASSES:.1f}x")
+print(f"eager passes: {EAGER_PASSES}, fused passes: {FUSED_PASSES}, "
+      f"bound on the gain when memory-bound: {EAGER_PASSES / FUSED_PASSES:.1f}x")
+assert traffic_bytes(1000, 8) == {"eager": EAGER_PASSES * 8000, "fused": FUSED_PASSES * 8000}  # passes x bytes
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in fusion.traffic_bytes(n, dtype.itemsize).items()}}
+pd.DataFrame([{"n": n, **{k: v / 2**20 for k, v in traffic_bytes(n, dtype.itemsize).items()}}
               for n in sizes]).rename(
     columns={"eager": "eager MiB moved", "fused": "fused MiB moved"})
 
@@ -91,7 +105,6 @@ print(f"copy bandwidth (RAM): {bw:.1f} GB/s")
 # again). Nothing is compiled until the first call:
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.experiments.fusion
 def compile_chain(fn: Callable = chain, dynamic: bool = True) -> Callable:
     """Return `fn` compiled by inductor; nothing is compiled until the first call."""
     # dynamic=True: one compiled kernel for every length; False specialises (and recompiles) per length
@@ -99,28 +112,82 @@ def compile_chain(fn: Callable = chain, dynamic: bool = True) -> Callable:
 
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# The first call pays for tracing, code generation and the C++ compiler; later calls do not. `fusion.first_call`
+# The first call pays for tracing, code generation and the C++ compiler; later calls do not. `first_call`
 # times that call on its own with `measure.Timer` (a one-off cost, not part of the per-call figures) and checks
 # its result against the eager chain; where no compiler works it returns `None` and the notebook goes on with
 # eager numbers only.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-compiled, compile_s, note = fusion.first_call(compile_chain(chain, dynamic=dynamic), chain, dtype=dtype)
+# %% slideshow={"slide_type": "subslide"}
+def first_call(compiled: Callable, eager: Callable = chain, n: int = 4096, device: torch.device | str = "cpu",
+               dtype: torch.dtype = torch.float32) -> tuple[Callable | None, float, str]:
+    """Call `compiled` once, timed on its own, and check it against `eager`: (compiled or None, seconds, note)."""
+    x = torch.randn(n, device=device, dtype=dtype)
+    try:
+        with measure.Timer(device) as timer:
+            out = compiled(x)
+    except Exception as exc:  # missing compiler or headers surface as many exception types
+        return None, float("nan"), f"torch.compile unavailable: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    if x.device.type != "meta" and not torch.allclose(out, eager(x), atol=1e-5):  # meta tensors hold no values
+        return None, timer.seconds, "torch.compile gave different values: using eager only"
+    return compiled, timer.seconds, f"inductor on {torch.device(device).type}"
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+compiled, compile_s, note = first_call(compile_chain(chain, dynamic=dynamic), chain, dtype=dtype)
 print(note)
 measure.show("first call of the compiled chain (compile included)", compile_s)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("compiled:", "yes" if compiled is not None else "no, eager numbers only")
+# first_call's own check, on stand-ins: one that agrees with eager is kept, one that differs or fails is not
+assert first_call(chain, chain, n=64)[0] is chain and first_call(lambda x: x + 1, chain, n=64)[0] is None
+assert math.isnan(first_call(lambda x: 1 / 0, chain, n=8)[1])
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 3. Eager against fused, from cache-sized to RAM-sized
 #
-# `fusion.sweep` times the two functions above, `chain` and its compiled twin, interleaved at each size (many
-# calls per round for the small ones) and adds the bandwidth-bound floors; `speedup` is the median over rounds
-# of eager / compiled.
+# `per_call` times functions of one tensor interleaved, many calls per round for the small ones, so that a
+# busy moment of the machine hits every contender alike:
+
+# %% slideshow={"slide_type": "-"}
+def per_call(fns: dict[str, Callable[[torch.Tensor], Any]], n: int, repeat: int, device: torch.device | str = "cpu",
+             dtype: torch.dtype = torch.float32, warmup: int = 1) -> dict[str, list[float]]:
+    """Return {name: seconds per call, per round} of each `fn(x)` on `n` elements of `dtype`, interleaved."""
+    x = torch.randn(n, device=device, dtype=dtype)
+    inner = max(1, 2**18 // n)  # small tensors: many calls per round so the clock can see them
+    return measure.per_call({k: partial(f, x) for k, f in fns.items()}, number=inner, repeat=repeat, warmup=warmup,
+                            device=device)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# `sweep` runs it at each size for the two functions above, `chain` and its compiled twin, and adds the
+# bandwidth-bound floors; `speedup` is the median over rounds of eager / compiled.
+
+# %% slideshow={"slide_type": "subslide"}
+def sweep(sizes: list[int], eager: Callable, compiled: Callable | None, repeat: int,
+          bandwidth_gb_s: float | None = None, device: torch.device | str = "cpu",
+          dtype: torch.dtype = torch.float32) -> list[dict[str, Any]]:
+    """Time `eager` (and `compiled`) per size, interleaved; one row per size, floors where a bandwidth is given."""
+    element_bytes = torch.empty(0, dtype=dtype).element_size()
+    rows = []
+    for n in measure.progress(sizes, desc="sizes"):
+        fns = {"eager": eager} | ({"compiled": compiled} if compiled is not None else {})
+        seconds = per_call(fns, n, repeat, device, dtype)
+        row = {"n": n, "mib": n * element_bytes / 2**20, "eager_s": measure.median(seconds["eager"])}
+        if bandwidth_gb_s is not None:  # eager_floor_s, fused_floor_s: bytes moved at the copy rate
+            row |= {f"{k}_floor_s": b / (bandwidth_gb_s * 1e9) for k, b in traffic_bytes(n, element_bytes).items()}
+        if compiled is not None:
+            row["compiled_s"] = measure.median(seconds["compiled"])
+            row["speedup"] = measure.ratio(seconds, "eager", "compiled")
+        rows.append(row)
+    return rows
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rows = fusion.sweep(sizes, chain, compiled, repeat, bw, dtype=dtype)
+rows = sweep(sizes, chain, compiled, repeat, bw, dtype=dtype)
+assert [r["n"] for r in rows] == sizes  # one row per size; floors in the ratio of the passes counted:
+assert all(math.isclose(r["eager_floor_s"] * FUSED_PASSES, r["fused_floor_s"] * EAGER_PASSES) for r in rows)
 table = pd.DataFrame(rows)
 table.assign(**{c: table[c] * 1e3 for c in table if c.endswith("_s")}).rename(
     columns=lambda c: c.replace("_s", "_ms")).round(3)
@@ -136,6 +203,7 @@ _ = measure.predicted(f"eager at {big.mib:.0f} MiB, x its floor", 1, 1.5, big.ea
 if compiled is not None:
     print(f"largest size: compiled {big.compiled_s / big.fused_floor_s:.1f}x its floor")
     _ = measure.predicted(f"speed-up at {big.mib:.0f} MiB", 0, 7.5, big.speedup, "x")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the plot from the right, where memory traffic should dominate. Where the eager chain lands well above
@@ -163,25 +231,51 @@ if compiled is not None:
 # On a GPU each eager op is also a kernel launch of a few microseconds, so fusion saves launches as well as
 # memory traffic, and the same counting applies with the GPU's far higher memory bandwidth.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% [markdown] slideshow={"slide_type": "-"}
+# The figures saved come from both ends of a sweep. A GPU's speed-up is another figure than the CPU's, which
+# the claims registry reads, so measured off the CPU every name ends with the device type
+# (`fusion_speedup_largest_cuda`):
+
+# %% slideshow={"slide_type": "subslide"}
+def fusion_figures(rows: list[dict[str, Any]], compile_s: float,
+                   device: torch.device | str = "cpu") -> dict[str, float]:
+    """Return the compile time, and the speed-ups and times at the smallest and largest sizes of `rows`."""
+    suffix = "" if torch.device(device).type == "cpu" else f"_{torch.device(device).type}"
+    found = {"compile_s": compile_s}
+    if rows:  # the medians behind the speed-ups (which are medians of per-round ratios, from the same rounds)
+        found |= {"fusion_eager_largest_s": rows[-1]["eager_s"], "fusion_eager_smallest_s": rows[0]["eager_s"]}
+    if rows and "speedup" in rows[0]:
+        found |= {"fusion_speedup_largest": float(rows[-1]["speedup"]),
+                  "fusion_speedup_smallest": float(rows[0]["speedup"]),
+                  "fusion_compiled_largest_s": rows[-1]["compiled_s"],
+                  "fusion_compiled_smallest_s": rows[0]["compiled_s"]}
+    return {key + suffix: value for key, value in found.items()}
+
+
+assert set(fusion_figures(rows, 1.0, "cuda")) == {k + "_cuda" for k in fusion_figures(rows, 1.0)}
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    cuda_fn, cuda_compile_s, cuda_note = fusion.first_call(compile_chain(chain, dynamic=dynamic), chain,
-                                                           device="cuda", dtype=dtype)
+    cuda_fn, cuda_compile_s, cuda_note = first_call(compile_chain(chain, dynamic=dynamic), chain,
+                                                    device="cuda", dtype=dtype)
     measure.show("CUDA compile", cuda_compile_s)
-    cuda_rows = fusion.sweep(sizes, chain, cuda_fn, repeat, device="cuda", dtype=dtype)  # no floors: bw is the CPU's
+    cuda_rows = sweep(sizes, chain, cuda_fn, repeat, device="cuda", dtype=dtype)  # no floors: bw is the CPU's
     print(pd.DataFrame(cuda_rows).filter(["mib", "eager_s", "compiled_s", "speedup"]).round(6).to_string(index=False))
-    cuda_figures = fusion.figures(cuda_rows, cuda_compile_s, "cuda")  # fusion_speedup_largest_cuda, ...
+    cuda_figures = fusion_figures(cuda_rows, cuda_compile_s, "cuda")  # fusion_speedup_largest_cuda, ...
 else:
     cuda_rows, cuda_figures = [], {}
     print("no CUDA GPU here: skipped the GPU compile and sweep")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = fusion.figures(rows, compile_s) | {"fusion_copy_gb_per_s": bw} | cuda_figures
+figures = fusion_figures(rows, compile_s) | {"fusion_copy_gb_per_s": bw} | cuda_figures
 knobs = {"sizes": sizes, "dtype": str(dtype), "dynamic": dynamic, "bandwidth_mb": bandwidth_mb,
          "compiled": compiled is not None, "devices": ["cpu"] + (["cuda"] if cuda_rows else [])}
 path = measure.save_results("05_fusion", figures, rows=rows + [dict(r, device="cuda") for r in cuda_rows],
                            knobs=knobs, repeats=repeat)
 print("saved", path.name)
+bench_keys = {"compile_s", "fusion_speedup_largest", "fusion_speedup_smallest", "fusion_eager_largest_s",
+              "fusion_eager_smallest_s", "fusion_compiled_largest_s", "fusion_compiled_smallest_s"}
+assert compiled is None or bench_keys <= set(figures), bench_keys - set(figures)  # what the benchmark reads
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Takeaway
@@ -248,13 +342,13 @@ def ex1_outputs(fn, n):
     return round(sum(max(e.self_cpu_memory_usage, 0) for e in prof.key_averages()) / x.nbytes, 2)
 
 
-ex1_compiled, ex1_compile_s, ex1_note = fusion.first_call(compile_chain(ex1_longer, dynamic=dynamic), ex1_longer,
-                                                          dtype=dtype)
+ex1_compiled, ex1_compile_s, ex1_note = first_call(compile_chain(ex1_longer, dynamic=dynamic), ex1_longer,
+                                                   dtype=dtype)
 print(f"longer chain: {ex1_note}, first call {ex1_compile_s:.1f} s")
 ex1_fns = {"chain": chain, "longer": ex1_longer}
 if compiled is not None and ex1_compiled is not None:
     ex1_fns |= {"chain compiled": compiled, "longer compiled": ex1_compiled}
-ex1_t = fusion.per_call(ex1_fns, sizes[-1], repeat, dtype=dtype)  # all four interleaved, at the largest size
+ex1_t = per_call(ex1_fns, sizes[-1], repeat, dtype=dtype)  # all four interleaved, at the largest size
 ex1_out = {ex1_name: ex1_outputs(ex1_fn, sizes[-1]) for ex1_name, ex1_fn in ex1_fns.items()}
 for ex1_name in ex1_t:
     print(f"{ex1_name} at {sizes[-1] * dtype.itemsize / 2**20:.0f} MiB: {measure.median(ex1_t[ex1_name]) * 1e3:.2f} ms, "
@@ -289,13 +383,13 @@ else:
 assert ex1_out["longer"] == ex1_out["chain"] + 2, ex1_out
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **2.** Double precision. Run the sweep in float64 beside float32 (`fusion.sweep(..., dtype=torch.float64)`).
+# **2.** Double precision. Run the sweep in float64 beside float32 (`sweep(..., dtype=torch.float64)`).
 # Every size now moves twice the bytes. Look at the nanoseconds per element: which sizes move from "in cache"
 # to "in RAM" (a jump in eager ns per element), and does the speed-up of fusion change where they do?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex2_rows = {str(t).removeprefix("torch."): fusion.sweep(sizes, chain, compiled, repeat, dtype=t)
+ex2_rows = {str(t).removeprefix("torch."): sweep(sizes, chain, compiled, repeat, dtype=t)
             for t in (torch.float32, torch.float64)}
 ex2_table = pd.concat({name: pd.DataFrame(r).set_index("n") for name, r in ex2_rows.items()}, axis=1)
 for ex2_name in ex2_rows:
@@ -327,7 +421,7 @@ def ex3_dynamic(x):
 def ex3_graphs(fn, dynamic_shapes):
     compiled_fn = compile_chain(fn, dynamic=dynamic_shapes)
     before = counters["stats"]["unique_graphs"]
-    seconds = [fusion.first_call(compiled_fn, chain, n=n, dtype=dtype)[1] for n in (sizes[0], sizes[0], sizes[1])]
+    seconds = [first_call(compiled_fn, chain, n=n, dtype=dtype)[1] for n in (sizes[0], sizes[0], sizes[1])]
     return counters["stats"]["unique_graphs"] - before, seconds
 
 

@@ -19,8 +19,11 @@
 # load-only step 97 % faster but its full [WRN-28-10](https://arxiv.org/abs/1605.07146) step only about 11 % faster.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import functools
 import math
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,13 +32,14 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fastloops_helpers import BatchLoader, config, measure
+from fastloops_helpers import BatchLoader, config, measure, move_to
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.data import cifar10, ffcv_io
-from fastloops_helpers.experiments import cifar, training
+from fastloops_helpers.data import cifar10, ffcv_io, memmap
+from fastloops_helpers.experiments import training
 from fastloops_helpers.load import transforms
 from fastloops_helpers.measure import plots
+from fastloops_helpers.measure.steps import Blocks, compare_steps
 from fastloops_helpers.experiments.training import Step
 from fastloops_helpers.models import (SeedWideBlock, SeedWideResidualBlock, SeedWideResNet, WideBlock, WideResNet,
                                       conv_macs, count_parameters)
@@ -60,11 +64,14 @@ seed = 0                                       # data, weights and every loader'
 variant_rounds = 6                             # interleaved rounds, seed's WRN vs the project's: 6+ bound the interval
 variant_batch = 32                             # images per timed forward of the two WRNs: more is steadier, slower
 seed_skip = 11                                 # the seed's `if i > 10`: leading batches left out of each replayed pass
-replay_wrn = cifar.replay_wrn(device, depth, width)  # the replay's WRN: the seed's 28-10 on CUDA, else depth-width
+load_budget = 2.0                              # load-only rounds may take 2x the first ones' time: a narrower CI
+step_blocks = Blocks(settle=1, timed=1)        # steps per loader and turn: 1 left out (start-up), 1 timed
+replay_wrn = (28, 10) if device.type == "cuda" else (depth, width)  # the replay's WRN: the seed's on CUDA
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 model = WideResNet(depth, width)
 print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e6:.2f} M parameters")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The data: CIFAR-10's python batches, read without trusting pickle
@@ -76,9 +83,43 @@ print(f"model at this scale: {model.extra_repr()}, {count_parameters(model) / 1e
 # classes (a colour and a stripe direction per class); point `load_cifar10(root=...)` at the real folder to
 # use it.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# `prepare` reads (or generates) the images once and writes the three copies the loaders read: FFCV's `.beton`
+# (where ffcv is installed), a memmap of the raw images stored HWC (channels-last, the layout torch's uint8 resize
+# kernel reads, so no layout copy per batch) and a memmap of the images already resized and center-cropped, for the
+# loader that does the deterministic transform once, at write time (notebook 09).
+
+# %% slideshow={"slide_type": "subslide"}
+def uint8_hwc(image: np.ndarray) -> Tensor:
+    """Return one stored image as a uint8 HWC tensor (no copy when it is contiguous)."""
+    return torch.from_numpy(np.ascontiguousarray(image))
+
+
+def resized_chw(image: np.ndarray, resize_crop: Callable) -> Tensor:
+    """Return one image resized and center-cropped, CHW: the transform done once, at write time."""
+    return resize_crop(uint8_hwc(image).permute(2, 0, 1)).contiguous()
+
+
+# %% slideshow={"slide_type": "subslide"}
+def prepare(train: int, test: int, resize: int, crop: int, seed: int) -> dict[str, Any]:
+    """Load (or generate) the images; write them once as a `.beton` (if ffcv) and as the two memmaps."""
+    images, labels, _, _ = cifar10.load_cifar10(train, test, seed=seed)
+    folder = config.data_dir() / f"cifar10-synthetic-{train}-{test}-s{seed}"
+    beton = folder / "train.beton" if HAVE_FFCV else None
+    if beton is not None and not beton.exists():
+        ffcv_io.write_image_beton(beton, images, labels)
+    raw = memmap.precompute(cifar10.ImageDataset(images, labels, uint8_hwc), folder / "memmap", backend="numpy",
+                            key={"train": train, "seed": seed, "layout": "hwc"}, desc="writing the memmap")
+    resized = functools.partial(resized_chw, resize_crop=transforms.ResizeCenterCrop(images.shape[1], resize, crop))
+    done = memmap.precompute(cifar10.ImageDataset(images, labels, resized), folder / "memmap-resized",
+                             backend="numpy", key={"train": train, "seed": seed, "resize": resize, "crop": crop},
+                             desc="writing the resized memmap")
+    return {"images": images, "labels": labels, "beton": beton, "memmap": raw, "memmap_resized": done}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
-    data = cifar.prepare(train_size, test_size, resize, crop, seed)
+    data = prepare(train_size, test_size, resize, crop, seed)
 measure.show("generate + read (first run only), write .beton and memmaps", t.seconds)
 images, labels = data["images"], data["labels"]
 print(f"train images {images.shape} {images.dtype}, labels {np.bincount(labels, minlength=10)}")
@@ -114,7 +155,7 @@ except ValueError as err:
 # loop through `ffcv_io.Batches`, one per step, as in notebook 10.
 
 # %% slideshow={"slide_type": "subslide"}
-# the package's FFCV writer and Loader (notebook 10 and the `cifar` benchmark use them too; ffcv is imported lazily);
+# the package's FFCV writer and Loader (notebook 10 uses them too; ffcv is imported lazily);
 # FFCV's pipeline runs compiled inside ffcv, and its batches reach the loop one per step through ffcv_io.Batches
 show_code(ffcv_io.write_image_beton, ffcv_io.image_loader, ffcv_io.Batches.__iter__)
 
@@ -197,17 +238,72 @@ print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop -
 # helpers' `BatchLoader` reads whole batches from a memory-mapped copy of the raw images (`memmap.precompute`,
 # stored HWC, the layout the uint8 resize kernel reads), in the grouped quasi-random order of notebook 04, and
 # applies `resize_crop` to each batch in the loop's own thread. **helpers-precomputed** goes one step further
-# (notebook 09's lesson): the transform is deterministic, so `cifar.prepare` applied it once at write time and
+# (notebook 09's lesson): the transform is deterministic, so `prepare` applied it once at write time and
 # an epoch is only reads.
 #
 # One difference from the seed is deliberate and worth naming: the seed's DataLoader has no `shuffle` and reads
-# the file in order every pass, while `torch_loader` (above) shuffles every epoch, as a training loader must and
+# the file in order every pass, while `torch_loader` (below) shuffles every epoch, as a training loader must and
 # as the other loaders here do. The seed's unshuffled loader comes back in the replay of its protocol, at the end.
 
 # %% slideshow={"slide_type": "subslide"}
-# the `cifar` benchmark builds the same loaders; the notebook calls these functions with its defaults, and
+def torch_loader(images: np.ndarray, labels: np.ndarray, batch_size: int, device: torch.device, resize: int,
+                 crop: int, seed: int, num_workers: int) -> torch.utils.data.DataLoader:
+    """The seed's DataLoader: Pillow resize + center crop per sample in `num_workers` worker processes."""
+    dataset = cifar10.ImageDataset(images, labels, cifar10.PillowResizeCrop(resize, crop))
+    return torch.utils.data.DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=num_workers,
+                                       pin_memory=device.type == "cuda", drop_last=True,
+                                       generator=torch.Generator().manual_seed(seed))
+
+
+# %% slideshow={"slide_type": "-"}
+def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, resize_crop: Callable,
+                   seed: int) -> BatchLoader:
+    """The helpers' loader: grouped shuffle over the HWC memmap, then one batched window resize per batch."""
+
+    def transform(x: Tensor) -> Tensor:
+        return resize_crop(move_to(x, device, non_blocking=True).permute(0, 3, 1, 2))  # NHWC -> NCHW view
+
+    return BatchLoader((mm.images, mm.labels), batch_size=batch_size, shuffle="grouped", drop_last=True,
+                       seed=seed, transform=transforms.OnImages(transform))
+
+
+# %% slideshow={"slide_type": "subslide"}
+# every image once an epoch, as resize_crop makes it: 12 images whose labels name them, batches of 4
+check_mm = memmap.write_memmap(cifar10.ImageDataset(images[:12], np.arange(12), uint8_hwc),
+                               Path(tempfile.mkdtemp()) / "check", backend="numpy")
+check_seen = []
+for xb, yb in helpers_loader(check_mm, 4, torch.device("cpu"), resize_crop, seed):
+    assert torch.equal(xb, resize_crop(torch.from_numpy(images[yb.numpy()]).permute(0, 3, 1, 2)))
+    check_seen += yb.tolist()
+assert sorted(check_seen) == list(range(12))
+
+
+# %% slideshow={"slide_type": "-"}
+def ffcv_loader(beton: Path, batch_size: int, device: torch.device, resize: int, crop: int, seed: int) -> Any:
+    """The seed's FFCV Loader: a center crop of crop/resize of the side, resized to crop; QUASI_RANDOM, one thread."""
+    return ffcv_io.Batches(ffcv_io.image_loader(beton, batch_size, num_workers=1, order="quasi_random", device=device,
+                                                size=crop, ratio=crop / resize, seed=seed))
+
+
+# %% slideshow={"slide_type": "subslide"}
+def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int, seed: int,
+                 num_workers: int, resize_crop: Callable) -> dict[str, Any]:
+    """Return FFCV's Loader (where ffcv is installed), the DataLoader and the helpers' two loaders."""
+    loaders = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_loader(data["beton"], batch_size, device, resize, crop, seed)
+    loaders["DataLoader"] = torch_loader(data["images"], data["labels"], batch_size, device, resize, crop, seed,
+                                         num_workers)
+    loaders["helpers"] = helpers_loader(data["memmap"], batch_size, device, resize_crop, seed)
+    done = data["memmap_resized"]  # the deterministic transform done once, at write time: nothing left per batch
+    loaders["helpers-precomputed"] = BatchLoader((done.images, done.labels), batch_size=batch_size,
+                                                 shuffle="grouped", drop_last=True, seed=seed)
+    return loaders
+
+
+# %% slideshow={"slide_type": "-"}
 # BatchLoader (notebook 03) gathers the memmap's rows a chunk of batches at a time
-show_code(cifar.torch_loader, cifar.helpers_loader, cifar.make_loaders, BatchLoader._iter_gathered)
+show_code(BatchLoader._iter_gathered)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # A center crop of 2/3 of the side resized to 32 is the same region as a resize to 48 cropped to 32, so all
@@ -226,17 +322,18 @@ print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample
 # 32 x 32 pixels) and the precomputed variant only copies 128 x 3 KB.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-loaders = cifar.make_loaders(data, batch_size, device, resize, crop, seed=seed, num_workers=num_workers,
-                             resize_crop=resize_crop)  # the cell's ResizeCenterCrop
+loaders = make_loaders(data, batch_size, device, resize, crop, seed=seed, num_workers=num_workers,
+                       resize_crop=resize_crop)  # the cell's ResizeCenterCrop
 for name, loader in loaders.items():
     xb, yb = next(iter(loader))
     print(f"{name:>19}: x {tuple(xb.shape)} {xb.dtype}, y {tuple(yb.shape)} {yb.dtype}")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Load only
 #
 # One warm-up epoch each (numba compiles FFCV's pipeline), then `epochs` rounds in which every loader runs one
-# epoch, in a new order each round (`cifar.load_only`), so a slow spell of the shared machine hits all of them
+# epoch, in a new order each round (`load_only`, below), so a slow spell of the shared machine hits all of them
 # alike. Every batch counts, the first with the epoch's start-up; a ratio of two loaders is the median of their
 # per-round ratios.
 #
@@ -247,8 +344,33 @@ for name, loader in loaders.items():
 # `DataLoader` and `helpers-precomputed` on the host), and only the full-step table below, whose step moves
 # every batch to the device, compares like with like.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The loaders' epochs are functions the harness calls in turns (`measure.interleaved`). With `budget` above 1 and
+# both FFCV and the helpers here, `measure.interleaved_until_steady` adds rounds after the first `epochs` while the
+# 95-percent interval of helpers over FFCV is wider than +-`halfwidth` of its median, until `budget` times the first
+# rounds' time is spent: it stops on the interval's width, never on the verdict.
+
+# %% slideshow={"slide_type": "subslide"}
+def load_only(loaders: Mapping[str, Iterable], epochs: int, batch_size: int, device: torch.device,
+              budget: float, halfwidth: float = 0.05) -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """Time whole load-only epochs, the loaders taking turns; return the per-batch table and img/s per round."""
+    for loader in loaders.values():  # a warm-up epoch each: numba compiles FFCV's pipeline
+        training.batch_times(loader, 1, None, skip=0, device=device)
+    per_batch = {name: [] for name in loaders}
+    fns = {name: (lambda name=name: per_batch[name].extend(
+        training.batch_times(loaders[name], 1, None, skip=0, device=device))) for name in loaders}
+    if budget > 1 and {"helpers", "FFCV"} <= set(loaders):  # seconds FFCV / helpers = img/s helpers / FFCV
+        seconds = measure.interleaved_until_steady(fns, "FFCV", "helpers", rounds=epochs, halfwidth=halfwidth,
+                                                   budget=budget, warmup=0, device=device)
+    else:
+        seconds = measure.interleaved(fns, epochs, warmup=0, device=device, desc="load only", shuffle=True)
+    images = {name: len(per_batch[name]) // len(seconds[name]) * batch_size for name in loaders}  # full batches
+    return training.table(per_batch, batch_size), {n: [images[n] / s for s in seconds[n]] for n in loaders}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-load, rates = cifar.load_only(loaders, epochs, batch_size, device)  # per-batch table, img/s per round
+load, rates = load_only(loaders, epochs, batch_size, device, load_budget)  # per-batch table, img/s per round
+assert {len(r) for r in rates.values()} == {len(rates["DataLoader"])} and len(rates["DataLoader"]) >= epochs
 load.round({"mean": 5, "median": 5, "p95": 5, "min": 6, "uplift_%": 1, "samples_per_s": 0})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -265,8 +387,8 @@ for name in rate.index.drop("DataLoader"):
 # thread each. Its verdict comes from the per-round ratios: the 95-percent interval of their median (order
 # statistics, deterministic) must lie wholly above the target for "met" and wholly below for "missed"; an
 # interval that straddles it is "a tie on this machine". Fewer than six rounds cannot make a 95-percent interval,
-# so such a run reads as a tie. The `cifar` benchmark adds rounds, up to twice its first rounds' time, while the
-# interval is wider than +-5 percent of its median; the half-width below is what `epochs` rounds afford here.
+# so such a run reads as a tie. `load_only` added rounds, up to `load_budget` times its first rounds' time,
+# while the interval was wider than +-5 percent of its median; the half-width below is what those rounds afforded.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if "FFCV" in rates:
@@ -284,13 +406,13 @@ else:
 #
 # Now each batch is followed by one WideResNet training step (forward, loss, backward, Adam step with the
 # seed's lr 1e-2; the seed timed forward and loss only). Each loader gets a fresh model with the same weights;
-# the first step is left out. `cifar.step_times` (harness) times every step and, apart, the time the loop
-# *waited* for the batch, each loader waiting as it would alone. The loaders take turns, a short block of steps
-# each in a new order every round: a step is slow, and on a shared machine a slow spell a few steps long would
-# otherwise land on one loader's steps and read as a difference between loaders. Each block starts a fresh
-# iterator, leaves its first step out (the worker's start-up) and closes the iterator at its end: a DataLoader
-# worker left running while the other loaders step would prepare its next batches in their time, and its wait
-# would read near zero however slow it is (`measure.steps`).
+# the first step is left out. `compare_steps` (the harness, `measure.steps`) times every step and, apart, the
+# time the loop *waited* for the batch, each loader waiting as it would alone. The loaders take turns, a short
+# block of steps each (`step_blocks`) in a new order every round: a step is slow, and on a shared machine a slow
+# spell a few steps long would otherwise land on one loader's steps and read as a difference between loaders.
+# Each block starts a fresh iterator, leaves its first step out (the worker's start-up) and closes the iterator
+# at its end: a DataLoader worker left running while the other loaders step would prepare its next batches in
+# their time, and its wait would read near zero however slow it is.
 # (helpers-precomputed is left out here: its step is the helpers' step
 # minus the transform.) The step that follows every batch:
 
@@ -298,19 +420,52 @@ else:
 # the training step every experiment shares (notebook 10 too)
 show_code(training.train_step)
 
-# %% slideshow={"slide_type": "subslide"}
-# the `cifar` benchmark trains the same model; the layout conversion is explained in the last section
-show_code(cifar.wrn_factory)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
-timed = cifar.step_times(stepped, cifar.wrn_factory(depth, width, device, seed), steps, device)  # in blocks
-full, waits = cifar.table(timed.flat("steps"), batch_size), cifar.table(timed.flat("waits"), batch_size)
-full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
+# %% [markdown] slideshow={"slide_type": "-"}
+# Each loader trains a fresh model from the same seed. The batch and the model are put in the channels-last layout
+# first, whatever layout the loader yields (the last section but one says why), and a uint8 batch becomes floats in
+# [0, 1] as the seed's `x / 255`.
+
+# %% slideshow={"slide_type": "subslide"}
+def wrn_factory(depth: int, width: int, device: torch.device, seed: int, channels_last: bool = True) -> Callable:
+    """Return a factory of fresh WRN-`depth`-`width` training steps (Adam lr 1e-2 as the seed)."""
+    layout = torch.channels_last if channels_last else torch.contiguous_format
+
+    def factory() -> Step:
+        torch.manual_seed(seed)
+        model = WideResNet(depth, width).to(device, memory_format=layout)
+        step = training.train_step(model, torch.optim.Adam(model.parameters(), 1e-2), device)
+
+        def run(x: Tensor, y: Tensor) -> Any:
+            x = x.contiguous(memory_format=layout)
+            return step(x.float().div_(255) if x.dtype == torch.uint8 else x, y)
+
+        return run
+
+    return factory
+
+
+# %% slideshow={"slide_type": "subslide"}
+# a fresh step starts from the same weights: its first loss equals another fresh step's, and a step changes them
+check_x = torch.randint(0, 256, (2, 3, 32, 32), dtype=torch.uint8, device=device)
+check_y = torch.tensor([1, 2], device=device)
+check_a, check_b = wrn_factory(10, 1, device, seed)(), wrn_factory(10, 1, device, seed)()
+check_first, check_second = float(check_a(check_x, check_y)), float(check_a(check_x, check_y))
+assert math.isfinite(check_first) and check_first != check_second
+assert math.isclose(float(check_b(check_x, check_y)), check_first, rel_tol=1e-4)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+stepped = {k: v for k, v in loaders.items() if k != "helpers-precomputed"}
+timed = compare_steps(stepped, wrn_factory(depth, width, device, seed), steps, step_blocks, device,
+                      desc="full step")  # in blocks, the loaders taking turns
+assert {n: len(t) for n, t in timed.flat("waits").items()} == {n: steps * step_blocks.timed for n in stepped}
+full, waits = training.table(timed.flat("steps"), batch_size), training.table(timed.flat("waits"), batch_size)
+full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 print(f"full-step uplift of the fastest loader vs DataLoader: {full['uplift_%'].min():+.0f} % "
       f"(load only: {load.loc[full.index, 'uplift_%'].min():+.0f} %)")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Why the gap shrinks: overlap, and what a CPU does instead
@@ -324,13 +479,25 @@ print(f"full-step uplift of the fastest loader vs DataLoader: {full['uplift_%'].
 # for a batch: `hidden_%` is the share of loading that ran in the background, `load_share_%` is loading
 # (load-only) as a share of the full step.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-hidden = cifar.overlap({"load": load, "step": full, "wait": waits})
+# %% slideshow={"slide_type": "subslide"}
+def overlap(tables: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Return per loader: load-only ms per batch, ms waited for a batch while training, and % of loading hidden."""
+    load_ms, wait_ms = tables["load"]["mean"] * 1e3, tables["wait"]["mean"] * 1e3
+    out = pd.DataFrame({"load_only_ms": load_ms[wait_ms.index], "waited_ms": wait_ms,
+                        "step_ms": tables["step"]["median"] * 1e3})
+    out["hidden_%"] = (1 - out["waited_ms"] / out["load_only_ms"]).clip(lower=0) * 100
+    out["load_share_%"] = out["load_only_ms"] / out["step_ms"] * 100
+    return out
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+hidden = overlap({"load": load, "step": full, "wait": waits})
 hidden.round(1)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 for name, row in hidden.iterrows():
     print(f"{name:>10}: {row['hidden_%']:3.0f} % of loading hidden, loading = {row['load_share_%']:.1f} % of a step")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers' loader runs in the training loop's own thread: nothing of it can run in the background, so any
@@ -358,8 +525,18 @@ for name, row in hidden.iterrows():
 # batch is converted (what `wrn_factory` above does, with the model in channels-last too), the full-step
 # table above compares the loaders, not the layouts.
 
+# %% slideshow={"slide_type": "subslide"}
+def layout_cost(loaders: Mapping[str, Iterable], depth: int, width: int, device: torch.device, seed: int,
+                repeat: int = 5) -> dict[str, float]:
+    """Time one training step on each loader's first batch as it comes, interleaved; return median seconds."""
+    factory = wrn_factory(depth, width, device, seed, channels_last=False)  # no conversion: the layout as delivered
+    steps_on = {name: functools.partial(factory(), *next(iter(loader))) for name, loader in loaders.items()}
+    seconds = measure.interleaved(steps_on, repeat=repeat, warmup=1, device=device)
+    return {name: measure.median(v) for name, v in seconds.items()}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-as_delivered = cifar.layout_cost(stepped, depth, width, device)   # one step per loader's own batch, no conversion
+as_delivered = layout_cost(stepped, depth, width, device, seed)   # one step per loader's own batch, no conversion
 layouts = {name: "channels-last" if next(iter(loader))[0].stride(1) == 1 else "NCHW"  # colours side by side
            for name, loader in stepped.items()}
 for name, seconds in as_delivered.items():
@@ -370,6 +547,7 @@ fastest = {k: min((v for n, v in as_delivered.items() if layouts[n] == k), defau
 if None not in fastest.values():
     _ = measure.predicted("NCHW step over channels-last step", 1.0, float("inf"),
                           fastest["NCHW"] / fastest["channels-last"], "x")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prediction can miss, and the size of the effect is not settled by one run: it depends on the
@@ -400,22 +578,36 @@ if None not in fastest.values():
 # depth and width: WRN-28-10 does about 6 G multiply-adds per image (counted in the next section), some
 # 760 G per batch of 128, which at a few tens of G multiply-adds a second per core is tens of seconds a batch. Where a pass has too few
 # batches to leave eleven out and still time two (the smoke scale), fewer are left out, and the replay says so.
-# The seed's two loaders (the package keeps them for the `cifar` benchmark, which replays the protocol too):
+# The seed's two loaders, and how many leading batches a pass leaves out:
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(cifar.seed_loaders)
+def seed_loaders(data: dict[str, Any], batch_size: int, device: torch.device, resize: int, crop: int) -> dict:
+    """Return seed 003's loaders as written: FFCV (QUASI_RANDOM) and a DataLoader that does not shuffle."""
+    loaders = {}
+    if data["beton"] is not None:
+        loaders["FFCV"] = ffcv_loader(data["beton"], batch_size, device, resize, crop, seed=0)
+    dataset = cifar10.ImageDataset(data["images"], data["labels"], cifar10.PillowResizeCrop(resize, crop))
+    loaders["DataLoader"] = torch.utils.data.DataLoader(  # no shuffle: the file's order, every pass
+        dataset, batch_size=batch_size, num_workers=1, pin_memory=device.type == "cuda", drop_last=True)
+    return loaders
+
+
+def replay_skip(batches: int, skip: int = 11) -> int:
+    """Return how many leading batches of a pass to leave out: `skip`, fewer where a pass would then time < 2."""
+    if batches < 3:
+        raise ValueError(f"a pass must have 3 or more batches (one left out, two timed), got {batches}: "
+                         "use more images")
+    return min(skip, batches - 2)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The seed's timed step behind each loader and its timing loop: the replay times these cells, one loop per pass as
-# the seed's four cells (the package keeps the same code, and `cifar.seed_protocol` runs the four passes for the
-# benchmark). The loop reads the clock the seed's way, from one batch's arrival to the
+# the seed's four cells. The loop reads the clock the seed's way, from one batch's arrival to the
 # next's, so a batch's time is the wait for the loader plus, in a full pass, the step; `measure.sync` is the
 # seed's `torch.cuda.synchronize()` (a no-op on a CPU) and `measure.now` is `time.perf_counter`, a finer clock
 # than the seed's `time.time`.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.cifar
 def seed_steps(model: nn.Module, device: torch.device) -> dict[str, Step]:
     """Return seed 003's timed step behind each loader: forward and loss only, no backward, no optimizer step."""
     criterion = nn.CrossEntropyLoss()
@@ -448,7 +640,6 @@ def seed_pass(loader: Iterable[Any], step: Step | None, device: torch.device, sk
 
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.cifar
 def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
     """Return seed 003's table: mean, median, 0.95 quantile per loader, then a row of FFCV's uplift % on each."""
     d = pd.DataFrame(
@@ -459,6 +650,22 @@ def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -
         d.loc["UPLIFT (%)"] = (d.loc["FFCV"] - d.loc[baseline]) / d.loc[baseline] * 100
     return d
 
+
+# %% slideshow={"slide_type": "subslide"}
+# the seed's own load-only medians, 0.0008 s (FFCV) and 0.028822 s (DataLoader), give its uplift of -97.22 %
+check = seed_table({"FFCV": [0.0008, 0.0008, 0.0009], "DataLoader": [0.028822, 0.028822, 0.03]})
+assert list(check.index) == ["FFCV", "DataLoader", "UPLIFT (%)"] and list(check.columns)[1] == "Median"
+assert round(check.loc["UPLIFT (%)", "Median"], 2) == -97.22
+assert "UPLIFT (%)" not in seed_table({"DataLoader": [1.0]}).index  # no FFCV, no uplift row
+assert replay_skip(13) == 11 and replay_skip(12) == 10  # `if i > 10`, fewer where a pass must still time two
+assert len(seed_pass([(torch.zeros(1), torch.zeros(1))] * 5, None, device, 2)) == 3  # 5 batches, the first 2 out
+check_model = nn.Sequential(nn.Flatten(), nn.Linear(12, 10)).to(device)
+check_x, check_y = torch.randint(0, 256, (4, 3, 2, 2), dtype=torch.uint8).to(device), torch.tensor([1, 2, 3, 4])
+check_steps = seed_steps(check_model, device)  # FFCV's batch is on the device; the DataLoader's labels are (N, 1)
+check_ffcv = check_steps["FFCV"](check_x, check_y.to(device))  # uint8, divided by 255 in the step
+check_torch = check_steps["DataLoader"](check_x / 255, check_y[:, None])  # a float batch, labels flattened
+assert check_ffcv.requires_grad and torch.allclose(check_ffcv, check_torch)
+assert all(p.grad is None for p in check_model.parameters())  # forward and loss only: nothing is stepped
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** Load only, the replay repeats the load-only comparison above under the seed's rules: FFCV's
@@ -471,9 +678,10 @@ def seed_table(times: Mapping[str, list[float]], baseline: str = "DataLoader") -
 # worker loads: the seed's explanation of its -11 %.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-replay_loaders = cifar.seed_loaders(data, batch_size, device, resize, crop)
+replay_loaders = seed_loaders(data, batch_size, device, resize, crop)
 passes = len(replay_loaders["DataLoader"])
-skip = cifar.seed_skip(passes, seed_skip)
+skip = replay_skip(passes, seed_skip)
+assert isinstance(replay_loaders["DataLoader"].sampler, torch.utils.data.SequentialSampler)  # the file's order
 if skip < seed_skip:
     print(f"skip shortened from {seed_skip} to {skip}: a pass has only {passes} batches here "
           f"({train_size:,} images / {batch_size}), and two must be timed")
@@ -492,10 +700,10 @@ replay["full"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], replay_st
                                          "DataLoader full")
 replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Full forward pass (seconds per batch; the last row in %), as the seed's first table:
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 replay_tables["full"].round(5)
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -638,6 +846,7 @@ print(f"multiply-adds, the seed's over the project's: {wrn_macs['seed'] / wrn_ma
 _ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, float("inf"),
                       measure.ratios(wrn_t, "seed", "project"), "x")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The multiply-add ratio is an estimate of the convolutions' share only. At small widths the elementwise work
 # (BatchNorm, ReLU, the bias and the residual additions, all memory-bound) is a large part of the forward pass,
@@ -645,17 +854,59 @@ _ = measure.predicted("the seed's WRN over the project's, forward + loss", 1.0, 
 # ratio; at WRN-28-10 the convolutions dominate and the two ratios should draw closer. The verdict line above says
 # whether the seed's network is slower beyond this run's spread, or a tie.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# **The figures this run saves** (`results/11_ffcv_cifar.json`, which the `cifar` benchmark and the report read):
+# img/s, step ms and share hidden per loader, and each ratio of two loaders as the median of its per-round ratios
+# with its 95-percent interval; then the replay's medians and FFCV's uplift, as the seed computed them.
+
+# %% slideshow={"slide_type": "subslide"}
+def cifar_figures(t: Mapping[str, Any]) -> dict[str, float]:
+    """Return the flat figures of the load-only and full-step tables, each loaders' ratio with its interval."""
+    rate, step, over = t["load"]["samples_per_s"], t["step"]["median"], overlap(t)
+    out = {f"{n.lower().replace('-', '_')}_load_img_per_s": float(rate[n]) for n in rate.index}
+    out |= {f"{n.lower()}_step_ms": float(step[n] * 1e3) for n in step.index}
+    out |= {f"{n.lower()}_hidden_pct": float(over.loc[n, "hidden_%"]) for n in over.index}
+    out["cifar_dataloader_load_share_pct"] = float(over.loc["DataLoader", "load_share_%"])
+    pairs = [("helpers_over_dataloader_load", "rates", "helpers", "DataLoader"),
+             ("dataloader_step_over_helpers_step", "steps", "DataLoader", "helpers")]
+    if "FFCV" in rate:  # img/s per load-only round (higher is faster); seconds per step round (lower is)
+        pairs += [("ffcv_over_dataloader_load", "rates", "FFCV", "DataLoader"),
+                  ("helpers_over_ffcv_load", "rates", "helpers", "FFCV"),
+                  ("dataloader_step_over_ffcv_step", "steps", "DataLoader", "FFCV")]
+    for key, per_round, a, b in pairs:
+        out |= measure.interval_figures(key, measure.ratios(t[per_round], a, b))
+    return out
+
+
+# %% slideshow={"slide_type": "subslide"}
+def seed_figures(tables: Mapping[str, pd.DataFrame]) -> dict[str, float]:
+    """Return the replay's figures: each loader's median ms per phase and FFCV's uplift % of the median."""
+    out = {}
+    for phase, d in tables.items():
+        key = phase.split()[0]  # "full", "load"
+        for name in d.index.drop("UPLIFT (%)", errors="ignore"):
+            out[f"cifar_seed_protocol_{name.lower()}_{key}_median_ms"] = float(d.loc[name, "Median"] * 1e3)
+        if "UPLIFT (%)" in d.index:
+            out[f"cifar_seed_protocol_{key}_uplift_pct"] = float(d.loc["UPLIFT (%)", "Median"])
+    return out
+
+
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = cifar.figures({"load": load, "step": full, "wait": waits, "rates": rates,
-                          "steps": timed.per_round("steps")})  # each round's mean step: per-round ratios
-rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()} for p, t in (("load", load), ("step", full)) for n in t.index]
+figures = cifar_figures({"load": load, "step": full, "wait": waits, "rates": rates,
+                         "steps": timed.per_round("steps")})  # each round's mean step: per-round ratios
+figures |= seed_figures(replay_tables)  # the replay of seed 003's protocol
+for key in [k for k in figures if k.endswith("_ci_low")]:  # every ratio saved with its interval
+    assert figures[key] <= figures[key[:-7]] <= figures[key[:-7] + "_ci_high"], key
+assert not HAVE_FFCV or {"helpers_over_ffcv_load_ci_low", "cifar_seed_protocol_full_uplift_pct"} <= set(figures)
+phases = [("load", load), ("step", full), ("wait", waits)]
+phases += [(f"seed protocol, {p}", d) for p, d in replay_tables.items()]
+rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()} for p, t in phases for n in t.index]
 knobs = {"train_images": train_size, "batch_size": batch_size, "model": model.extra_repr(), "epochs": epochs,
-         "load_rounds": len(rates["helpers"]),
-         "steps": steps, "step_blocks": {"settle": cifar.STEP_BLOCKS.settle, "timed": cifar.STEP_BLOCKS.timed},
+         "load_rounds": len(rates["helpers"]), "load_budget": load_budget, "steps": steps,
+         "step_blocks": {"settle": step_blocks.settle, "timed": step_blocks.timed},
          "resize": resize, "crop": crop, "num_workers": num_workers, "device": str(device),
-         "ffcv": HAVE_FFCV, "variant_rounds": variant_rounds,
+         "ffcv": HAVE_FFCV, "threads": torch.get_num_threads(), "variant_rounds": variant_rounds,
          "seed_protocol": {"model": replay_model.extra_repr(), "skip": skip, "passes": 1, "shuffle": False}}
-figures |= cifar.seed_figures(replay_tables)  # the replay of seed 003's protocol
 figures |= {"cifar_seed_wrn_28_10_parameters": n_seed, "cifar_project_wrn_28_10_parameters": n_project,
             "cifar_seed_wrn_forward_loss_ms": measure.median(wrn_t["seed"]) * 1e3,
             "cifar_project_wrn_forward_loss_ms": measure.median(wrn_t["project"]) * 1e3}
@@ -742,19 +993,19 @@ print(f"resize = 64: the window reads {ex1_64.stop - ex1_64.start}^2 input pixel
 assert ex1_side < images.shape[1] and ex1_gap <= 1 and ex1_64.stop - ex1_64.start < ex1_side
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# **2.** No worker. Build the DataLoader with `num_workers=0` (`cifar.torch_loader`, shown above) and time its
-# load-only epoch and `steps` training steps behind it (`cifar.load_only`, `cifar.step_times`). Look at the
+# **2.** No worker. Build the DataLoader with `num_workers=0` (`torch_loader`, defined above) and time its
+# load-only epoch and `steps` training steps behind it (`load_only`, `compare_steps`). Look at the
 # time the loop waits for a batch: with no worker process nothing loads in the background, so the wait should
 # be the whole load time (`hidden_%` near 0). Compare with the `num_workers` run in the overlap table.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex2_loaders = {"DataLoader, 0 workers": cifar.torch_loader(images, labels, batch_size, device, resize, crop, seed,
-                                                           num_workers=0)}
-ex2_load, _ = cifar.load_only(ex2_loaders, 1, batch_size, device)
-ex2_timed = cifar.step_times(ex2_loaders, cifar.wrn_factory(depth, width, device, seed), steps, device)
-ex2 = cifar.overlap({"load": ex2_load, "step": cifar.table(ex2_timed.flat("steps"), batch_size),
-                     "wait": cifar.table(ex2_timed.flat("waits"), batch_size)})
+ex2_loaders = {"DataLoader, 0 workers": torch_loader(images, labels, batch_size, device, resize, crop, seed,
+                                                     num_workers=0)}
+ex2_load, _ = load_only(ex2_loaders, 1, batch_size, device, budget=1.0)
+ex2_timed = compare_steps(ex2_loaders, wrn_factory(depth, width, device, seed), steps, step_blocks, device)
+ex2 = overlap({"load": ex2_load, "step": training.table(ex2_timed.flat("steps"), batch_size),
+               "wait": training.table(ex2_timed.flat("waits"), batch_size)})
 print(ex2.round(1).to_string())
 print(f"with {num_workers} worker(s) above: {hidden.loc['DataLoader', 'hidden_%']:.0f} % of loading hidden")
 print(f"waited per batch (single run): {ex2['waited_ms'].iloc[0]:.1f} ms with no worker, "
@@ -776,7 +1027,7 @@ assert len(psutil.Process().children()) == ex2_before and ex2_loaders["DataLoade
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_x, ex3_y = next(iter(loaders["helpers"]))
-ex3_steps = {f"WRN-10-{w}": cifar.wrn_factory(10, w, device, seed)() for w in (1, 2)}
+ex3_steps = {f"WRN-10-{w}": wrn_factory(10, w, device, seed)() for w in (1, 2)}
 ex3_t = measure.interleaved({n: (lambda s=s: s(ex3_x, ex3_y)) for n, s in ex3_steps.items()}, repeat=3, warmup=1,
                             device=device)
 ex3_load_ms = load.loc["DataLoader", "mean"] * 1e3
@@ -800,7 +1051,7 @@ assert 3 < ex3_params["WRN-10-2"] / ex3_params["WRN-10-1"] < 5
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 def ex4_queue_and_run(depth, width, x, y, repeat=5):
-    step = cifar.wrn_factory(depth, width, torch.device("cuda"), seed)()
+    step = wrn_factory(depth, width, torch.device("cuda"), seed)()
     x, y = x.cuda(), y.cuda()
     step(x, y)
     torch.cuda.synchronize()

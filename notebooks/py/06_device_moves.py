@@ -6,7 +6,7 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: the pinned-memory section runs only with CUDA and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~16 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~43 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
@@ -16,6 +16,8 @@
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import collections
 import dataclasses
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import pandas as pd
@@ -25,7 +27,6 @@ from fastloops_helpers import config, measure, tree
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth
-from fastloops_helpers.experiments import devices
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -77,19 +78,59 @@ def slide_move_to(obj: Any, device: torch.device | str) -> Any:
     raise TypeError(f"slide_move_to cannot move a {type(obj).__name__}: only tensors, dicts, lists and tuples")
 
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# We check correctness on the **meta** device: it exists on every machine, holds shapes but no data, and a
+# tensor that was not moved stays visibly on the CPU. `check_moved` pairs the leaves of the original and the moved
+# structure by their path, then checks the structure, the device of every tensor and (on a real device) the
+# values, and returns the first problem it finds:
+
+# %% slideshow={"slide_type": "-"}
+from torch.utils._pytree import keystr, tree_flatten_with_path
+
+
+def leaves_by_path(original: Any, moved: Any) -> tuple[dict[str, Any], dict[str, Any]] | str:
+    """Return both trees' leaves keyed by path, or how their structures differ (JAX rebuilds dicts sorted)."""
+    want = {keystr(path): leaf for path, leaf in tree_flatten_with_path(original)[0]}
+    got = {keystr(path): leaf for path, leaf in tree_flatten_with_path(moved)[0]}
+    if want.keys() != got.keys():
+        return f"structure differs: leaves {sorted(got)} instead of {sorted(want)}"
+    return want, got
+
+
+# %% slideshow={"slide_type": "subslide"}
+def check_moved(original: Any, moved: Any, device: torch.device | str) -> str:
+    """Return "ok" if `moved` has `original`'s structure, every tensor on `device` and equal values."""
+    device = torch.device(device)
+    pairs = leaves_by_path(original, moved.to_dict() if tree.is_tensor_collection(moved) else moved)
+    if isinstance(pairs, str):
+        return pairs
+    want, got = pairs
+    for path, a in want.items():
+        b = got[path]
+        if not isinstance(b, torch.Tensor):
+            if isinstance(a, torch.Tensor):
+                return f"xs{path} is a {type(b).__name__}, not a tensor"
+        elif b.device.type != device.type:
+            return f"xs{path} is on {b.device}, not on {device}"
+        elif device.type != "meta" and not torch.equal(a.cpu(), b.cpu()):  # meta holds no values to compare
+            return f"xs{path} has different values"
+    return "ok"
+
+
+# %% slideshow={"slide_type": "-"}
+# the check can fail: a changed value and a missing leaf are reported
+assert check_moved(xs, {**xs, "cim": xs["cim"] + 1}, "cpu") == "xs['cim'] has different values"
+assert check_moved(xs, {"cim": xs["cim"]}, "cpu").startswith("structure differs")
+
 # %% slideshow={"slide_type": "subslide"}
 moved = slide_move_to(xs, "meta")
-print(devices.check_moved(xs, moved, "meta"))
+print(check_moved(xs, moved, "meta"))
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# We check correctness on the **meta** device: it exists on every machine, holds shapes but no data, and a
-# tensor that was not moved stays visibly on the CPU. `devices.check_moved` compares the structure, the
-# device of every tensor and (on a real device) the values.
-#
-# It still has limits: a namedtuple comes back as a plain tuple, a dataclass or an `int` in the batch raises,
-# and the error does not say *where* in the structure the problem is. The helpers' `move_to` (the one
-# `fastloops_helpers` exports, and the one its prefetchers call) moves each tensor it meets and hands the walk
-# to `tree.map_leaves`:
+# The slide's function moves the slide's `xs`. It still has limits: a namedtuple comes back as a plain tuple, a
+# dataclass or an `int` in the batch raises, and the error does not say *where* in the structure the problem is. The
+# helpers' `move_to` (the one `fastloops_helpers` exports, and the one its prefetchers call) moves each tensor it
+# meets and hands the walk to `tree.map_leaves`:
 
 # %% slideshow={"slide_type": "subslide"}
 #@save fastloops_helpers.load.move
@@ -207,9 +248,12 @@ print(f"{len(ways)} ways to move xs")
 # dicts of tensors; a list of tensors is not a tensor field, so it may be kept as a non-tensor value.
 
 # %% slideshow={"slide_type": "subslide"}
-checks = pd.DataFrame({"moved correctly (meta)": {name: devices.check_moved(xs, way(xs, torch.device("meta")), "meta")
+checks = pd.DataFrame({"moved correctly (meta)": {name: check_moved(xs, way(xs, torch.device("meta")), "meta")
                                                   for name, way in ways.items()}})
+assert checks.loc["move_to (helpers)"].item() == "ok"
+assert checks.loc["TensorDict.from_dict(xs).to"].item().startswith("xs['pim']")  # the list stays behind
 checks
+
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # TensorDict stores the list `pim` as a non-tensor stack, and `.to(device)` leaves its tensors where they were:
@@ -228,15 +272,72 @@ checks
 # images), 13 x 224 x 224 x 4 B = 2.6 MB, so with copies at `r` GB/s (counting read and write, as notebook 00
 # does) two copies add 2 x 2 x 2.6 MB / `r` on top of what the small leaves cost.
 #
-# `devices.compare_ways` times the `ways` above on `slide_xs(side)` for each leaf side in `sides`, in `rounds`
+# `compare_ways` times the `ways` above on `slide_xs(side)` for each leaf side in `sides`, in `rounds`
 # interleaved rounds (so that a busy machine slows them alike), each round a block of calls lasting about
 # `block_ms`; it also checks what each way moved.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# A call of a few microseconds is shorter than what one clock read resolves reliably, so each sample times a block
+# of calls. The block is sized from calibration calls after a warm-up, in real time: the test suite's clock warp
+# must not change how long a block runs. The clock waits for `device` (a CUDA target's queued copies).
+
+# %% slideshow={"slide_type": "-"}
+def calibrate(fn: Callable[[], Any], device: torch.device | str | None, calls: int = 3) -> float:
+    """Return the median real seconds of `calls` calls of `fn` after one warm-up call."""
+    fn()
+    seconds = []
+    for _ in range(calls):
+        measure.sync(device)
+        start = measure.now()
+        fn()
+        measure.sync(device)
+        seconds.append(measure.now() - start)
+    return measure.median(seconds)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def per_call_seconds(fns: dict[str, Callable[[], Any]], rounds: int, block_s: float,
+                     device: torch.device | str | None = None) -> dict[str, list[float]]:
+    """Time each fn in interleaved rounds, each round a block of about `block_s`; return seconds per call."""
+    calls = {name: max(1, int(block_s / max(calibrate(fn, device), 1e-7))) for name, fn in fns.items()}
+    return measure.per_call(fns, calls, repeat=rounds, warmup=1, device=device, shuffle=False)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# `compare_ways` gives one row per leaf size and way: µs per call (the median over rounds), its ratio to the
+# fastest way at that size, and what `check_moved` says of the way's result on the target and on the meta device:
+
+# %% slideshow={"slide_type": "subslide"}
+def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dict[str, int], rounds: int,
+                 block_ms: float, target: torch.device | str = "cpu", make_xs=slide_xs) -> list[dict[str, Any]]:
+    """Time each `way(xs, target)` on `make_xs(side)` at each leaf side, interleaved; check what each moved."""
+    target, rows = torch.device(target), []
+    for leaves, side in sides.items():
+        xs = make_xs(side)
+        samples = per_call_seconds({n: partial(f, xs, target) for n, f in ways.items()}, rounds, block_ms / 1e3, target)
+        median = {n: measure.median(s) for n, s in samples.items()}
+        rows += [{"leaves": leaves, "method": name, "input": "torch tensors", "target": str(target),
+                  "us_per_call": median[name] * 1e6, "over_fastest": median[name] / min(median.values()),
+                  "correct": check_moved(xs, fn(xs, target), target),
+                  "correct_meta": check_moved(xs, fn(xs, torch.device("meta")), "meta")} for name, fn in ways.items()]
+    return rows
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rows = devices.compare_ways(ways, sides, rounds, block_ms, make_xs=slide_xs)
+rows = compare_ways(ways, sides, rounds, block_ms, make_xs=slide_xs)
+assert [(r["leaves"], r["method"]) for r in rows] == [(s, m) for s in sides for m in ways]
 table = pd.DataFrame(rows)
 per_call = table.pivot(index="method", columns="leaves", values="us_per_call")
 per_call.round(1).sort_values("large")
+
+
+# %% slideshow={"slide_type": "-"}
+def walker_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Return move_to's ratio to the fastest way at each leaf size, and the largest of them."""
+    found = {f"move_to_over_fastest_{r['leaves']}": r["over_fastest"]
+             for r in rows if r["method"] == "move_to (helpers)"}
+    return found | {"move_to_over_fastest": max(found.values())}
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 large = table[table.leaves == "large"]
@@ -245,7 +346,7 @@ fig = plots.bars(large.sort_values("us_per_call"), "us_per_call", "method", base
 fig.axes[0].set_xlabel("time per call (µs, log scale)")
 plots.save(fig, "06_device_moves-methods")
 print("fastest to slowest (large leaves):", " < ".join(per_call["large"].sort_values().index))
-print(f"move_to over the fastest method: {devices.figures(rows, [])['move_to_over_fastest']:.2f}x")
+print(f"move_to over the fastest method: {walker_figures(rows)['move_to_over_fastest']:.2f}x")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Now the prediction for `torch.save`, with this machine's copy rate for a buffer of the size of `xs` (notebook
@@ -322,15 +423,65 @@ def jax_tree_map_device_put(jax_xs: Any, device: Any) -> Any:
 # memory, and `device_put` onto the device where the data already lies can keep it), so every JAX row is a fixed
 # cost per call and per leaf, like the walkers: large and small leaves should take the same time (a ratio near
 # one). Had they copied, the large `xs` would add at least 2 x 2.6 MB / `r` per call (printed below).
-# `devices.compare_jax` times the four ways onto JAX's default device, each call waiting for JAX's asynchronous
+# `compare_jax` times the four ways onto JAX's default device, each call waiting for JAX's asynchronous
 # dispatch to finish, interleaved with `move_to` so that each way gets a ratio to it.
 
+# %% slideshow={"slide_type": "subslide"}
+def check_jax(original: Any, moved: Any) -> str:
+    """Return "ok" if `moved` has `original`'s structure with JAX arrays of equal values on JAX's default device."""
+    import jax
+
+    pairs = leaves_by_path(original, moved)
+    if isinstance(pairs, str):
+        return pairs
+    for path, a in pairs[0].items():
+        b = pairs[1][path]
+        if not isinstance(b, jax.Array):
+            return f"xs{path} is a {type(b).__name__}, not a JAX array"
+        if b.devices() != {jax.devices()[0]}:
+            return f"xs{path} is on {b.devices()}, not on {jax.devices()[0]}"
+        if not np.array_equal(np.asarray(b), a.numpy()):
+            return f"xs{path} has different values"
+    return "ok"
+
+
+# %% slideshow={"slide_type": "subslide"}
+def jax_calls(from_torch: dict[str, Callable], from_jax: dict[str, Callable], xs: Any, device: Any) -> dict:
+    """Return {name: a call of each way, waited for}: on `xs` as torch tensors, or converted to JAX arrays before."""
+    import jax
+
+    def waited(f: Callable[[Any, Any], Any], arg: Any) -> Callable[[], Any]:
+        return lambda: jax.block_until_ready(f(arg, device))
+
+    jax_xs = jax.device_put(jax.tree_util.tree_map(np.asarray, xs), device)
+    return {n: waited(f, xs) for n, f in from_torch.items()} | {n: waited(f, jax_xs) for n, f in from_jax.items()}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def compare_jax(from_torch, from_jax, sides, rounds, block_ms, make_xs=slide_xs, baseline=move_to) -> list[dict]:
+    """Time JAX's ways onto its default device, interleaved with `baseline` to the CPU; [] without JAX."""
+    try:
+        import jax
+    except ImportError:
+        return []
+    rows = []
+    for leaves, side in sides.items():
+        xs = make_xs(side)
+        calls = jax_calls(from_torch, from_jax, xs, jax.devices()[0])
+        samples = per_call_seconds(calls | {"move_to (helpers)": partial(baseline, xs, "cpu")}, rounds, block_ms / 1e3)
+        rows += [{"leaves": leaves, "method": name, "input": "torch tensors" if name in from_torch else "JAX arrays",
+                  "us_per_call": measure.median(samples[name]) * 1e6,
+                  "over_move_to": measure.ratio(samples, name, "move_to (helpers)"), "correct": check_jax(xs, call())}
+                 for name, call in calls.items()]
+    return rows
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-jax_rows = devices.compare_jax({"torch -> numpy -> jax.device_put": jax_via_numpy,
-                                "torch -> dlpack -> jax.device_put": jax_via_dlpack},
-                               {"jax.device_put (JAX arrays in)": jax_device_put,
-                                "jax.tree_util.tree_map(jax.device_put)": jax_tree_map_device_put},
-                               sides, rounds, block_ms, make_xs=slide_xs, baseline=move_to)
+jax_rows = compare_jax({"torch -> numpy -> jax.device_put": jax_via_numpy,
+                        "torch -> dlpack -> jax.device_put": jax_via_dlpack},
+                       {"jax.device_put (JAX arrays in)": jax_device_put,
+                        "jax.tree_util.tree_map(jax.device_put)": jax_tree_map_device_put},
+                       sides, rounds, block_ms, make_xs=slide_xs, baseline=move_to)
 if jax_rows:
     jax_table = pd.DataFrame(jax_rows).pivot(index=["method", "input"], columns="leaves", values="us_per_call")
     jax_table["large / small"] = jax_table["large"] / jax_table["small"]
@@ -345,10 +496,45 @@ else:
     print("JAX is not installed (pip install 'fastloops-helpers[jax]'): the JAX rows were skipped")
 jax_table.round(2)
 
+
+# %% slideshow={"slide_type": "subslide"}
+def jax_figures(jax_rows: list[dict[str, Any]]) -> dict[str, float]:
+    """Return device_put's µs per call, numpy's route over move_to, and whether every JAX way moved every leaf."""
+    found = {f"jax_device_put_us_{r['leaves']}": r["us_per_call"] for r in jax_rows
+             if r["method"] == "jax.device_put (JAX arrays in)"}
+    found |= {f"jax_via_numpy_over_move_to_{r['leaves']}": r["over_move_to"] for r in jax_rows
+              if r["method"] == "torch -> numpy -> jax.device_put"}
+    if jax_rows:  # a yes/no figure: 1.0 when every JAX way moved every leaf with equal values
+        found["jax_device_put_moves_all"] = float(all(r["correct"] == "ok" for r in jax_rows))
+    return found
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Does a converted array still share the torch tensor's memory? Write into the tensor after the conversion and
+# read the JAX array back:
+
+# %% slideshow={"slide_type": "subslide"}
+def jax_shares_memory() -> dict[str, bool]:
+    """Return {conversion: whether the JAX array still sees a later in-place write to the torch tensor}."""
+    import jax
+
+    ways = {"np.asarray then jax.device_put": lambda t: jax.device_put(np.asarray(t)),
+            "jax.dlpack.from_dlpack": jax.dlpack.from_dlpack,
+            "jax.numpy.asarray(t.numpy())": lambda t: jax.numpy.asarray(t.numpy())}
+    shared = {}
+    for name, convert in ways.items():
+        t = torch.zeros(1024)
+        converted = convert(t)
+        t[0] = 1.0  # JAX assumes its arrays never change: an aliasing conversion breaks that promise
+        shared[name] = bool(np.asarray(converted)[0] == 1.0)
+    return shared
+
+
 # %% slideshow={"slide_type": "subslide"}
 if jax_rows:
     print("every JAX way moves every leaf with equal values:", all(r["correct"] == "ok" for r in jax_rows))
-    for way, shared in devices.jax_shares_memory().items():
+    assert "not a JAX array" in check_jax(xs, xs)  # the check can fail: torch tensors are not JAX arrays
+    for way, shared in jax_shares_memory().items():
         print(f"{way}: {'aliases the torch tensor' if shared else 'copies'}")
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -370,9 +556,46 @@ if jax_rows:
 # Pinning pays when it happens off the critical path: in DataLoader workers (`pin_memory=True`) or a
 # prefetching thread (notebook 07).
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# Five ways to copy one buffer of `cuda_mb` MiB, timed interleaved with the GPU synchronised, in a new order each
+# round; `pinned_copy_speedup` is pageable over pinned seconds, round by round, with its interval:
+
+# %% slideshow={"slide_type": "subslide"}
+PAGEABLE, PINNED = "pageable .to()", "pinned .to()"  # the pair pinned_copy_speedup compares
+
+
+def copy_ways(pageable: torch.Tensor, device: torch.device) -> dict[str, Callable[[], Any]]:
+    """Return the ways to copy `pageable` to `device`: pageable or pinned, blocking or not, pinning each time."""
+    pinned = pageable.pin_memory()
+    return {PAGEABLE: partial(pageable.to, device),
+            "pageable .to(non_blocking=True)": partial(pageable.to, device, non_blocking=True),
+            PINNED: partial(pinned.to, device),
+            "pinned .to(non_blocking=True)": partial(pinned.to, device, non_blocking=True),
+            "pin_memory() then .to(non_blocking=True)": lambda: pageable.pin_memory().to(device, non_blocking=True)}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def copy_figures(samples: dict[str, list[float]]) -> dict[str, float]:
+    """Return pinned_copy_speedup (pageable over pinned seconds, per round) with its 95 % interval."""
+    return measure.interval_figures("pinned_copy_speedup", measure.ratios(samples, PAGEABLE, PINNED))
+
+
+def cuda_copies(nbytes: int, repeat: int = 10, device: torch.device | str = "cuda") -> tuple[list[dict], dict]:
+    """Time host-to-GPU copies of `nbytes`, interleaved; return a row per way (median ms, GB/s) and the figures."""
+    ways = copy_ways(torch.rand(nbytes // 4), torch.device(device))
+    samples = measure.interleaved(ways, repeat=repeat, warmup=2, device=device, shuffle=True)
+    rows = [{"way": name, "target": str(device), "mb": nbytes / 2**20, "ms": measure.median(s) * 1e3,
+             "gb_per_s": nbytes / measure.median(s) / 1e9} for name, s in samples.items()]
+    return rows, copy_figures(samples)
+
+
+# the ratio's direction, checked without a GPU: pageable seconds over pinned seconds, round by round
+toy = copy_figures({PAGEABLE: [2.0, 3, 2, 2, 4, 2], PINNED: [1.0, 1, 1, 2, 1, 1]})
+assert toy["pinned_copy_speedup"] == 2.0 and toy["pinned_copy_speedup_ci_high"] == 4.0
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if torch.cuda.is_available():
-    cuda_rows, cuda_figures = devices.cuda_copies(cuda_mb * 2**20, repeat=rounds)  # interleaved rounds
+    cuda_rows, cuda_figures = cuda_copies(cuda_mb * 2**20, repeat=rounds)  # interleaved rounds
     cuda_rows = pd.DataFrame(cuda_rows)
     print(cuda_rows.round(2).to_string(index=False))
     print(f"pinned over pageable, .to(): {cuda_figures['pinned_copy_speedup']:.2f}x (95 % interval "
@@ -388,7 +611,7 @@ else:
 # synchronisation), and the pin-then-copy row pays for the extra host copy.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures = (devices.figures(rows, jax_rows) | cuda_figures
+figures = (walker_figures(rows) | jax_figures(jax_rows) | cuda_figures
            | {"numpy_copy_gb_per_s": rate, "torch_save_predicted_us": predicted_us})
 knobs = {"sides": sides, "rounds": rounds, "block_ms": block_ms, "cuda_mb": cuda_mb, "target": "cpu",
          "copy_target": "cuda" if len(cuda_rows) else None,
@@ -485,13 +708,13 @@ assert ex1_found["move_to (helpers)"].startswith("raises TypeError") and "obj['t
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex2_xs = {**xs, "pim": torch.stack(xs["pim"])}
-ex2_checks = {ex2_name: devices.check_moved(ex2_xs, ex2_way(ex2_xs, torch.device("meta")), "meta")
+ex2_checks = {ex2_name: check_moved(ex2_xs, ex2_way(ex2_xs, torch.device("meta")), "meta")
               for ex2_name, ex2_way in ways.items()}
 print(pd.DataFrame({"list pim": checks["moved correctly (meta)"], "stacked pim": ex2_checks}).to_string())
 assert ex2_checks["TensorDict.from_dict(xs).to"] == "ok" and all(v == "ok" for v in ex2_checks.values())
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3.** Where does the time go? Time the ways with leaves of side 8 and of side 1024 (`devices.compare_ways` with
+# **3.** Where does the time go? Time the ways with leaves of side 8 and of side 1024 (`compare_ways` with
 # `{"side 8": 8, "side 1024": 1024}` in place of `sides`). The large leaves hold (1024 / 8)^2 = 16384 times the
 # bytes of the small ones. Look for which ways' time grows with the data and which stays flat, then check which
 # ways copy the data on a CPU target (a moved tensor in new memory: compare `data_ptr()` with the original's):
@@ -499,8 +722,7 @@ assert ex2_checks["TensorDict.from_dict(xs).to"] == "ok" and all(v == "ok" for v
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex3_rows = pd.DataFrame(devices.compare_ways(ways, {"side 8": 8, "side 1024": 1024}, rounds, block_ms,
-                                             make_xs=slide_xs))
+ex3_rows = pd.DataFrame(compare_ways(ways, {"side 8": 8, "side 1024": 1024}, rounds, block_ms, make_xs=slide_xs))
 ex3 = ex3_rows.pivot(index="method", columns="leaves", values="us_per_call")
 ex3["grows"] = ex3["side 1024"] / ex3["side 8"]
 print(ex3.round(1).sort_values("grows").to_string())
@@ -531,6 +753,6 @@ if torch.cuda.is_available():
         print(f"{ex4_name}: {xs_bytes / measure.median(ex4_seconds) / 1e9:.1f} GB/s")
     ex4_moved = move_to(ex4_pinned, "cuda", non_blocking=True)
     torch.cuda.synchronize()
-    assert devices.check_moved(xs, ex4_moved, "cuda") == "ok"
+    assert check_moved(xs, ex4_moved, "cuda") == "ok"
 else:
     print("needs a GPU, skipped: no CUDA GPU here (this exercise times copies of xs to a GPU)")

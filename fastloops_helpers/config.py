@@ -112,7 +112,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "stream.rounds": (3, 6, 15),                   # interleaved rounds (6+ gives a 95 % interval of the median)
     "stream.ceiling_rounds": (3, 12, 15),          # rounds of raw GETs against the best reader (under a second each)
     "stream.ahead": (4, 15, 15),                   # Parquet shards fetched ahead: requests in flight - 1 (16 keep
-    #                                                the same-region profile 0.98 busy: streaming.predicted_bytes_s)
+    #                                                the same-region profile 0.98 busy: notebook 16's predicted_bytes_s)
     "stream.small_buffer": (32, 64, 64),           # the small shuffle buffer: one batch
     "stream.large_buffer": (256, 1_000, 10_000),   # the large one: a quarter of the workshop data set
     "stream.diagnose_batches": (6, 16, 40),        # batches diagnose measures on the stream-fed training step

@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~3.0 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~3.9 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The
@@ -22,23 +22,37 @@
 # 5. where the time goes: a timeline of one stream and `diagnose` on a training step fed by it.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import itertools
 import os
+import re
+import shutil
 import subprocess
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from http import client
+from pathlib import Path
+from urllib.parse import urlsplit
 
 os.environ["RAY_USAGE_STATS_ENABLED"] = "0"  # only loopback is contacted: no usage reports ...
 os.environ["HF_DATASETS_OFFLINE"] = "1"      # ... and no Hugging Face Hub look-ups
 os.environ["HF_HUB_OFFLINE"] = "1"
 
+import numpy as np
 import pandas as pd
+import psutil
+import torch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.data import store
-from fastloops_helpers.experiments import store_ceiling, streaming
+from fastloops_helpers.data import ffcv_io, memmap, shards, store
+from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
 from fastloops_helpers.load import stream
 from fastloops_helpers.load.batch_loader import BatchLoader
-from fastloops_helpers.measure import timeline
+from fastloops_helpers.measure import timeline, warp
+from fastloops_helpers.measure.input_bound import diagnose
+from fastloops_helpers.teach.quasi_random import batch_class_entropy
 
 pd.set_option("display.width", 200)
 print(config.describe().split(", data=")[0])
@@ -76,8 +90,84 @@ step_ms = 20                                           # the timeline's stand-in
 # 09's memmap, and a raw-pixel FFCV `.beton` of the same pixels when ffcv imports. Writing takes minutes the first
 # time; later runs reuse what is on disk.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The cells below write the data once and find it on later runs: the shards through the package's writer
+# (`shards.write_shards`), the decoded pixels through notebook 09's `memmap.precompute`.
+
+# %% slideshow={"slide_type": "subslide"}
+CLASSES, SOURCE_PX, QUALITY = 10, 400, 85  # ten classes of synthetic JPEGs, ~40 KB each
+
+
+@dataclass
+class Data:
+    """The same images four ways: shards in two layouts, and the decoded pixels in a memmap (and a .beton)."""
+
+    layouts: dict[str, shards.Shards]
+    images: memmap.ImageData | None = None
+    beton: Path | None = None
+
+    @property
+    def sorted(self) -> shards.Shards:
+        """The class-sorted shard set: the worst case for a shuffle buffer."""
+        return self.layouts["sorted"]
+
+
+# %% slideshow={"slide_type": "subslide"}
+def make_data(images, n_shards, layouts=shards.LAYOUTS):
+    """Write (once) the synthetic ImageFolder of `images` JPEGs and its shards in `layouts` (default both)."""
+    folder = config.data_dir() / f"stream-imagefolder-{images}"
+    write_synthetic_imagefolder(folder, images, CLASSES, classes=[f"class{i}" for i in range(CLASSES)],
+                                size=SOURCE_PX, quality=QUALITY)
+    root, samples, written = config.data_dir() / f"stream-shards-{images}-{n_shards}", None, {}
+    for layout in layouts:
+        try:
+            written[layout] = shards.load(root / layout)
+            if written[layout].samples != images or len(written[layout].names) != n_shards:
+                raise ValueError("stale shard set")
+        except (FileNotFoundError, ValueError):
+            samples = samples or shards.jpeg_samples(folder / "train")
+            written[layout] = shards.write_shards(samples, root / layout, n_shards, layout)
+    return Data(written)
+
+
+# %% slideshow={"slide_type": "subslide"}
+class Decoded(torch.utils.data.Dataset):
+    """The shards' JPEGs decoded to px x px: what the memmap's writer reads, once."""
+
+    def __init__(self, samples, px):
+        self.samples, self.px = samples, px
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, i):
+        jpg, label = self.samples[i]
+        return torch.from_numpy(stream.decode_jpeg(jpg, self.px)).permute(2, 0, 1).contiguous(), label
+
+
+# %% slideshow={"slide_type": "subslide"}
+def add_baselines(data, px):
+    """Decode every image once to px x px into a memmap (notebook 09), and a raw-pixel .beton if ffcv imports."""
+    folder = config.data_dir() / f"stream-imagefolder-{data.sorted.samples}"
+    key = {"source": folder.name, "px": px, "decoder": "draft+bilinear"}
+    root = config.data_dir() / f"stream-memmap-{data.sorted.samples}-{px}px"
+    try:
+        data.images = memmap.load_memmap(root)
+        if memmap.read_meta(root)["key"] != key:
+            raise ValueError("stale")
+    except (FileNotFoundError, ValueError):
+        data.images = memmap.precompute(Decoded(shards.jpeg_samples(folder / "train"), px), root, "numpy", key=key,
+                                        num_workers=0, desc="decode once into a memmap")
+    if ffcv_io.have_ffcv():
+        data.beton = root.with_suffix(".beton")
+        if not data.beton.exists():
+            ffcv_io.write_image_beton(data.beton, data.images.images.permute(0, 2, 3, 1).numpy(),
+                                      data.images.labels.numpy())
+    return data
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-data = streaming.add_baselines(streaming.make_data(images, n_shards), px)
+data = add_baselines(make_data(images, n_shards), px)
 for layout, src in data.layouts.items():
     print(f"{layout}: {src.samples} samples in {len(src.names)} shards of {src.nbytes('.tar') / len(src.names) / 1e6:.2f} MB "
           f"(tar) and {src.nbytes('.parquet') / len(src.names) / 1e6:.2f} MB (Parquet); first shard's classes "
@@ -85,11 +175,18 @@ for layout, src in data.layouts.items():
 print("memmap of decoded pixels:", tuple(data.images.images.shape), "| FFCV .beton:",
       config.rel(data.beton) if data.beton else "ffcv not installed")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
+LEFT_OUT = {
+    "Ray Data": "its local cluster (GCS, raylet, metrics agent, workers) took tens of seconds to start and tens of "
+    "seconds per tiny epoch on 2 busy cores, far beyond the notebook's budget; the same Parquet shards "
+    "read with ray.data.read_parquet(urls, filesystem=PyFileSystem(FSSpecHandler(HTTPFileSystem())))",
+    "mosaicml-streaming 0.13": "requires numpy<2.2; this project pins numpy 2.4",
+    "litdata": "requires torchvision, which this project does not install",
+}
 print("same samples in both layouts:", sorted(sum(data.layouts["sorted"].labels, [])) ==
       sorted(sum(data.layouts["shuffled"].labels, [])))
 print("shards divide evenly over the ranks:", n_shards % world_size == 0)
-for name, why in streaming.LEFT_OUT.items():
+for name, why in LEFT_OUT.items():
     print(f"left out: {name}: {why}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -122,10 +219,46 @@ print(pd.DataFrame([{"profile": p.name, "MB/s per connection": p.per_connection_
 # early into an error. The pyarrow reader fetches each Parquet shard in one GET (`self.fetch`), `ahead` + 1 at
 # once on as many threads, through a window of twice as many shards (finished ones wait while the head is read), and
 # parses each in memory. `datasets` streams the same Parquet files with fsspec range requests
-# (`stream.hf_dataset` is one `load_dataset("parquet", ..., streaming=True)` call). The driver
-# (`streaming.reader`) builds these, so they live in the package.
+# (`stream.hf_dataset` is one `load_dataset("parquet", ..., streaming=True)` call). The cell after
+# this one builds each reader from the package's classes (`reader`) and checks that all three yield the same
+# samples.
 
 # %% slideshow={"slide_type": "subslide"}
+READERS = ("webdataset tar", "pyarrow Parquet", "datasets streaming")
+
+
+def reader(name, s, who, src, ahead):
+    """Return reader `name`'s sample source over the shards of `src` served by `s`, its bytes counted as `who`."""
+    counts = [len(x) for x in src.labels]
+    if name == "webdataset tar":
+        return stream.TarStream([s.url(who, f) for f in src.files(".tar")], retries=2, expected=counts)
+    if name == "pyarrow Parquet":
+        return stream.ParquetStream([s.url(who, f) for f in src.files(".parquet")], ahead=ahead, expected=counts)
+    if name == "datasets streaming":
+        return stream.HFStream([s.url(who, f) for f in src.files(".parquet")], expected=counts)
+    raise ValueError(f"unknown reader {name!r}; use one of {', '.join(READERS)}")
+
+
+def connections(name, ahead):
+    """Return how many requests reader `name` keeps in flight: curl and `datasets` one, ParquetStream `ahead` + 1."""
+    return ahead + 1 if name == "pyarrow Parquet" else 1
+
+
+def suffix(name):
+    """Return the shard format reader `name` reads."""
+    return ".tar" if name == "webdataset tar" else ".parquet"
+
+
+# %% slideshow={"slide_type": "subslide"}
+with store.serve(data.sorted.folder, "unthrottled") as check_store:  # the three readers agree, sample by sample
+    check = {name: [(x["key"], int(x["cls"])) for x in reader(name, check_store, f"check{i}", data.sorted, ahead)]
+             for i, name in enumerate(READERS)}
+    check_bytes = check_store.bytes_read()
+assert len(check["pyarrow Parquet"]) == images == len(set(check["pyarrow Parquet"]))
+assert all(keys == check["pyarrow Parquet"] for keys in check.values())
+assert check_bytes["check0"] == data.sorted.nbytes(".tar") and check_bytes["check1"] == data.sorted.nbytes(".parquet")
+
+# %% slideshow={"slide_type": "-"}
 show_code(stream.tar_samples)  # WebDataset over curl, the manifest's counts checked
 
 # %% slideshow={"slide_type": "subslide"}
@@ -144,7 +277,18 @@ show_code(stream.ParquetStream.__iter__)  # `ahead` + 1 requests in flight, a wi
 show_code(stream.Batches.__iter__, stream.decode_jpeg)  # every reader's samples go through these
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(streaming.local_loaders, BatchLoader._iter_gathered)  # the local baseline's batches
+def local_loaders(data, batch_size):
+    """Return the local baselines: the memmap of decoded pixels (BatchLoader, shuffled) and the .beton if written."""
+    loader = BatchLoader((data.images.images, data.images.labels), batch_size, shuffle=True, seed=0)
+    out = {"memmap (local, decoded)": lambda: loader}
+    if data.beton is not None:
+        beton = ffcv_io.image_loader(data.beton, batch_size, num_workers=1, order="random",
+                                     size=int(data.images.images.shape[-1]), ratio=1.0, drop_last=False)
+        out["FFCV .beton (local, decoded)"] = lambda: beton
+    return out
+
+
+show_code(BatchLoader._iter_gathered)  # the memmap baseline's batches: one gather of decoded rows
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A workshop shard holds about 62 JPEGs of about 36 KB: about 2.2 MB. At the same-region profile a
@@ -153,39 +297,206 @@ show_code(streaming.local_loaders, BatchLoader._iter_gathered)  # the local base
 # a time) and `datasets` (one file at a time) get about that, about 1,400 images/s with decoding off. The pyarrow
 # reader keeps `ahead` + 1 = 16 requests in flight: 16 x 52 = 830 MB/s, more than the 500 MB/s the store gives all
 # connections together. The total binds whenever more than 500 / 100 = 5 transfers overlap, and then every
-# transfer slows; `streaming.predicted_bytes_s` follows the connections event by event and gives about 490 MB/s for
+# transfer slows; `predicted_bytes_s` follows the connections event by event and gives about 490 MB/s for
 # 16 (about 405 for 9: why `ahead` is 15), if the CPU keeps up with parsing that in Python and the server with
 # sending it.
 # With decoding on, every reader runs the same decoder: a 400-pixel JPEG takes 2 to 4 ms on one core, so two
 # threads give 500 to 1,000 images/s, 20 to 40 MB/s, far below every reader's wire: all three streaming readers
 # should decode at about the same rate. The memmap holds decoded pixels and only gathers them: 64 x 64 x 3 =
 # 12 KB per image at several GB/s is over 100,000 images/s, less the loop's cost per batch, which weighs more in a
-# short pass: the best stream over the memmap should be 0.05 or less. The code prints each reader's prediction (`streaming.predicted_bytes_s`, the same arithmetic for its
+# short pass: the best stream over the memmap should be 0.05 or less. The code prints each reader's prediction (`predicted_bytes_s`, the same arithmetic for its
 # connections and the shard size on disk) beside what it measured.
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
+# The prediction in code: `available_bytes_s` is the bandwidth a profile gives some connections (the wire
+# efficiency's denominator); `predicted_bytes_s` is what they can use of it, each connection waiting the latency,
+# then moving a whole shard. Where the total can bind, it follows the connections event by event.
+
+# %% slideshow={"slide_type": "-"}
+def available_bytes_s(profile, conns):
+    """Return the bandwidth the profile gives `conns` connections: per connection times conns, capped in all."""
+    p = store.profile(profile)
+    return min(p.total_bytes_s, p.per_connection_bytes_s * conns)
+
+
+def predicted_bytes_s(profile, conns, shard_bytes, cycles=200):
+    """Predict the most bytes/s `conns` connections get from the profile, each GETting whole shards in turn."""
+    p = store.profile(profile)
+    if conns * p.per_connection_bytes_s <= p.total_bytes_s:  # the total never binds: wait, move, wait, move
+        return conns * shard_bytes / (p.latency_s + shard_bytes / p.per_connection_bytes_s)
+    return followed_bytes_s(p, conns, shard_bytes, cycles)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def followed_bytes_s(p, conns, shard_bytes, cycles):
+    """Follow `conns` connections (started a latency / conns apart) for `cycles` shards each; return bytes/s."""
+    waiting = [p.latency_s * (i + 1) / conns for i in range(conns)]  # latency left, or None while moving bytes
+    left, clock, moved = [0.0] * conns, 0.0, 0.0  # bytes left of the shard each connection moves
+    while moved < cycles * conns * shard_bytes:
+        moving = [i for i in range(conns) if waiting[i] is None]
+        rate = min(p.per_connection_bytes_s, p.total_bytes_s / len(moving)) if moving else 0.0  # the share each gets
+        step = min([w for w in waiting if w is not None] + [left[i] / rate for i in moving])
+        clock += step
+        for i in range(conns):
+            if waiting[i] is not None:
+                waiting[i] = waiting[i] - step if waiting[i] - step > 1e-12 else None
+                left[i] = shard_bytes if waiting[i] is None else left[i]
+            elif i in moving:
+                left[i] -= rate * step
+                if left[i] <= 1e-6:
+                    moved, waiting[i] = moved + shard_bytes, p.latency_s
+    return moved / clock
+
+
+# %% slideshow={"slide_type": "subslide"}
+model = store.profile("same-region")  # the section's arithmetic, for a 2.12 MB shard
+one = 2.12e6 / (model.latency_s + 2.12e6 / model.per_connection_bytes_s)
+assert abs(predicted_bytes_s("same-region", 5, 2.12e6) / (5 * one) - 1) < 1e-9  # 5 x 100 MB/s fit the total
+model_rates = [predicted_bytes_s("same-region", n, 2.12e6) for n in (1, 6, 9, 12, 16, 32)]
+assert model_rates == sorted(model_rates) and 0.99 * model.total_bytes_s < model_rates[-1] <= model.total_bytes_s
+assert model_rates[2] < 0.9 * min(9 * one, model.total_bytes_s)  # the total binds whenever 6 or more overlap
+assert available_bytes_s("same-region", 8) == model.total_bytes_s  # the cap, not 8 x 100 MB/s
+print("same-region, 2.12 MB shards:", ", ".join(f"{n} in flight {r / 1e6:.0f} MB/s"
+                                                 for n, r in zip((1, 6, 9, 12, 16, 32), model_rates)))
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
 # Each reader first reads one epoch with decoding off (bytes counted by the store, CPU seconds of this process and
 # its children but not of the server). Then every reader and the local baselines take `decode_images` images,
 # decoded, from a fresh reader (first batch included), in `rounds` interleaved rounds in a new order each round.
 # *Wire efficiency* is the bytes per second a reader moved over the bandwidth the profile gives its connections:
 # the per-connection rate times the requests it keeps in flight, capped by the total.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-rows, seconds = streaming.readers_table(data, profile, batch_size, px, decode_threads, decode_images, ahead, rounds)
+# %% slideshow={"slide_type": "subslide"}
+def cpu_seconds(exclude):
+    """Return the CPU seconds of this process, its finished children and its live ones, except process `exclude`."""
+    me = psutil.Process()
+    t = me.cpu_times()
+    total = t.user + t.system + t.children_user + t.children_system
+    for p in me.children(recursive=True):
+        try:
+            if p.pid != exclude and exclude not in {a.pid for a in p.parents()}:
+                total += p.cpu_times().user + p.cpu_times().system
+        except psutil.Error:
+            pass  # it ended while we looked
+    return total
+
+
+pass_ids = itertools.count(1)  # a byte counter per pass on the store, so each pass's bytes are its own
+
+
+def fresh_id(name):
+    """Return a new name for the store's byte counter: the reader's first word and a pass number."""
+    return f"{name.split()[0]}-{next(pass_ids)}"
+
+
+# %% slideshow={"slide_type": "subslide"}
+def wire_epoch(name, s, src, batch_size, ahead):
+    """Read one epoch of reader `name` with decoding off; return img/s, first batch, bytes, CPU and wire figures."""
+    who = fresh_id(name)
+    with measure.Timer(contender=("setup", name)) as setup:  # one contender per reader, for the warp
+        source = reader(name, s, who, src, ahead)
+    cpu0 = cpu_seconds(s.process.pid)
+    with measure.Timer(contender=("epoch", name)) as t:
+        it = iter(stream.Batches(source, batch_size, px=0, decode=False))
+        with measure.Timer(contender=("first batch", name)) as first:
+            n = len(next(it)[1])
+        n += sum(len(y) for _, y in it)
+    cpu, got, conns = cpu_seconds(s.process.pid) - cpu0, s.bytes_read().get(who, 0), connections(name, ahead)
+    shard_bytes = src.nbytes(suffix(name)) / len(src.names)
+    return {"reader": name, "profile": s.profile.name, "images": n, "setup_s": setup.seconds,
+            "read_img_per_s": n / t.seconds, "first_batch_s": first.seconds, "MB_per_s": got / t.seconds / 1e6,
+            "read_amplification": got / src.nbytes(suffix(name)), "read_cpu_ms_per_img": cpu / n * 1e3,
+            "connections": conns, "wire_efficiency": got / t.seconds / available_bytes_s(s.profile.name, conns),
+            "predicted_MB_per_s": predicted_bytes_s(s.profile.name, conns, shard_bytes) / 1e6}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def decode_pass(make, images, exclude, log):
+    """Return a pass that takes `images` images from a fresh `make()` loader and logs its seconds and CPU seconds.
+
+    The seconds (`s`, unwarped) are the loader's alone: the CPU readings, a walk over the process tree that takes
+    milliseconds on a busy machine, are left out of them.
+    """
+    def one():
+        cpu0, n = cpu_seconds(exclude), 0
+        start = measure.now()
+        for _, y in make():
+            n += len(y)
+            if n >= images:
+                break
+        seconds = measure.now() - start
+        log.append({"images": n, "cpu_s": cpu_seconds(exclude) - cpu0, "s": seconds})
+        return n
+
+    return one
+
+
+# %% slideshow={"slide_type": "subslide"}
+def decoding_passes(data, s, batch_size, px, threads, decode_images, ahead, logs):
+    """Return a decoding pass per reader (a fresh epoch each; `datasets` set up once) and per local baseline."""
+    hf = reader("datasets streaming", s, fresh_id("datasets"), data.sorted, ahead)  # as a training loop would
+
+    def epoch_of(name):
+        def make():
+            source = hf if name == "datasets streaming" else reader(name, s, fresh_id(name), data.sorted, ahead)
+            return stream.Batches(source, batch_size, px, threads)
+
+        return make
+
+    makers = {name: epoch_of(name) for name in READERS} | local_loaders(data, batch_size)
+    return {name: decode_pass(make, decode_images, s.process.pid, logs.setdefault(name, []))
+            for name, make in makers.items()}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def readers_table(data, profile, batch_size, px, threads, decode_images, ahead, rounds):
+    """Measure every reader at `profile`: an epoch with decoding off, then `rounds` interleaved decoding passes."""
+    logs = {}
+    with store.serve(data.sorted.folder, profile) as s:
+        rows = {name: wire_epoch(name, s, data.sorted, batch_size, ahead) for name in READERS}
+        passes = decoding_passes(data, s, batch_size, px, threads, decode_images, ahead, logs)
+        rows |= {name: {"reader": name, "profile": "local"} for name in passes if name not in rows}
+        measure.interleaved(passes, repeat=rounds, warmup=1 if data.beton is not None else 0, shuffle=True)
+    factors = warp.factors(passes)  # as interleaved warps its own timings (off unless FASTLOOPS_WARP is set)
+    seconds = {name: [d["s"] * factors[name] for d in logs[name][-rounds:]] for name in passes}
+    for name, row in rows.items():
+        done = logs[name][-rounds:]
+        row["img_per_s"] = done[0]["images"] / measure.median(seconds[name])
+        row["cpu_ms_per_img"] = 1e3 * measure.median([d["cpu_s"] / d["images"] for d in done])
+    return list(rows.values()), seconds
+
+
+# %% slideshow={"slide_type": "subslide"}
+def best_reader(rows):
+    """Return the streaming reader that reads fastest with decoding off (decoding is the same code for all)."""
+    return max((r for r in rows if r["reader"] in READERS), key=lambda r: r["read_img_per_s"])["reader"]
+
+
+def best_over_memmap_rounds(rows, seconds):
+    """Return, per interleaved round, the best streaming reader's img/s over the memmap's (same images per pass)."""
+    local = next(r["reader"] for r in rows if r["reader"].startswith("memmap"))
+    return [m / b for b, m in zip(seconds[best_reader(rows)], seconds[local])]
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+rows, seconds = readers_table(data, profile, batch_size, px, decode_threads, decode_images, ahead, rounds)
 table = pd.DataFrame(rows).set_index("reader")
 print(table[["setup_s", "read_img_per_s", "first_batch_s", "MB_per_s", "predicted_MB_per_s", "wire_efficiency",
              "read_amplification", "read_cpu_ms_per_img", "img_per_s", "cpu_ms_per_img"]].round(3).to_string())
+assert table.loc[list(READERS), "images"].eq(images).all()
+assert abs(table.loc["pyarrow Parquet", "read_amplification"] - 1) < 0.01  # one GET per shard, no more
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-for name in streaming.READERS:
+for name in READERS:
     r = table.loc[name]
     _ = measure.predicted(f"{name}, decoding off", 0.5 * r.predicted_MB_per_s, 1.2 * r.predicted_MB_per_s,
                           r.MB_per_s, "MB/s")
-best = streaming.best_reader(rows)
-per_round = streaming.best_over_memmap_rounds(rows, seconds)
+best = best_reader(rows)
+per_round = best_over_memmap_rounds(rows, seconds)
 _ = measure.predicted(f"best stream ({best}) over the memmap, decoding on", 0, 0.05, measure.median(per_round), "x")
 print(measure.verdict(per_round, 0.5, higher_is_better=False))
-spread = {on: table.loc[list(streaming.READERS), col].max() / table.loc[list(streaming.READERS), col].min()
+spread = {on: table.loc[list(READERS), col].max() / table.loc[list(READERS), col].min()
           for on, col in (("off", "read_img_per_s"), ("on", "img_per_s"))}
 print(f"fastest over slowest stream: {spread['off']:.2f}x with decoding off, {spread['on']:.2f}x with decoding on")
 _ = measure.predicted("fastest over slowest stream, decoding on (the same decoder for all)", 1, 1.5, spread["on"], "x")
@@ -210,14 +521,27 @@ _ = measure.predicted("fastest over slowest stream, decoding on (the same decode
 # than this CPU can parse, so the CPU sets the rate; cross-region (25 MB/s per connection, 80 ms) gives
 # 16 x 2.2 / (0.08 + 2.2 / 25) = 16 x 13 = 210 MB/s, under half of same-region.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-sweep = streaming.profile_sweep(data, best, streaming.PROFILES, batch_size, ahead)
+# %% slideshow={"slide_type": "-"}
+PROFILES = ("local-nvme", "same-region", "cross-region")
+
+
+def profile_sweep(data, name, profiles, batch_size, ahead):
+    """Read one epoch of reader `name` (decoding off) at each bandwidth profile."""
+    rows = []
+    for p in profiles:
+        with store.serve(data.sorted.folder, p) as s:
+            rows.append(wire_epoch(name, s, data.sorted, batch_size, ahead))
+    return rows
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+sweep = profile_sweep(data, best, PROFILES, batch_size, ahead)
 print(pd.DataFrame(sweep).set_index("profile")[["read_img_per_s", "first_batch_s", "MB_per_s", "predicted_MB_per_s",
                                                 "wire_efficiency"]].round(3).to_string())
 for r in sweep:
     _ = measure.predicted(f"{best} at {r['profile']}", 0, r["predicted_MB_per_s"] * 1.2, r["MB_per_s"], "MB/s")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Where the profile gives more than the process can use, the efficiency is low and says nothing about the store:
 # the reader is CPU-bound. Where it gives less, the latency and the requests in flight should decide; the lines above
 # say whether each prediction held. Section 8 shows where the time goes when the wire is not the limit.
@@ -237,20 +561,131 @@ for r in sweep:
 # connection busy.
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(store_ceiling.parallel_gets, store_ceiling.get_object, store.Handler._send)  # timed next
+show_code(store.Handler._send)  # the store's side of every GET: paced pieces by sendfile
+
+
+# %% slideshow={"slide_type": "subslide"}
+def get_object(url, buf, sink=None):
+    """GET the whole object at `url` in one request, reading it into `buf` (reused) piece by piece; return its bytes.
+
+    `sink`, if given, receives each piece (a view into `buf`, valid until the next read). A short answer raises
+    (`http.client.IncompleteRead`), an HTTP error status raises `OSError`.
+    """
+    parts = urlsplit(url)
+    conn = client.HTTPConnection(parts.hostname, parts.port, timeout=60)
+    try:
+        conn.request("GET", parts.path)
+        answer = conn.getresponse()
+        if answer.status != 200:
+            raise OSError(f"GET {url}: HTTP {answer.status}")
+        view, n = memoryview(buf), 0
+        while k := answer.readinto(view):
+            if sink is not None:
+                sink(view[:k])
+            n += k
+        return n
+    finally:
+        conn.close()
+
+
+# %% slideshow={"slide_type": "subslide"}
+PIECE = 1 << 20  # bytes per read: large, so the reader's own Python is a few calls per shard
+
+
+def parallel_gets(urls, in_flight, piece=PIECE):
+    """GET every object of `urls`, `in_flight` requests at a time (one buffer per thread); return the bytes read."""
+    local = threading.local()
+
+    def one(url):
+        if not hasattr(local, "buf"):
+            local.buf = bytearray(piece)
+        return get_object(url, local.buf)
+
+    with ThreadPoolExecutor(max_workers=in_flight) as pool:
+        return sum(pool.map(one, urls))
+
+
+# %% slideshow={"slide_type": "subslide"}
+with store.serve(data.sorted.folder, "unthrottled") as check_store:  # every byte, no more, from both
+    check_file = data.sorted.files(".tar")[0]
+    check_pieces = []
+    assert get_object(check_store.url("one", check_file), bytearray(4096), lambda v: check_pieces.append(bytes(v))) \
+        == (data.sorted.folder / check_file).stat().st_size == check_store.bytes_read()["one"]
+    assert b"".join(check_pieces) == (data.sorted.folder / check_file).read_bytes()
+    assert parallel_gets([check_store.url("all", f) for f in data.sorted.files(".tar")], 3) \
+        == data.sorted.nbytes(".tar") == check_store.bytes_read()["all"]
+
+
+# %% slideshow={"slide_type": "subslide"}
+def process_cpu_s(pid):
+    """Return the user + system CPU seconds process `pid` has used (all its threads)."""
+    t = psutil.Process(pid).cpu_times()
+    return t.user + t.system
+
+
+def ceiling_round(store_pid, urls, in_flight):
+    """Read all of `urls` once with `parallel_gets`; return the bytes/s and the store's CPU share while it ran."""
+    cpu0, start = process_cpu_s(store_pid), measure.now()
+    with measure.Timer(contender=("raw GETs", in_flight)) as t:  # timed as a contender: the warp sees it
+        n = parallel_gets(urls, in_flight)
+    wall = measure.now() - start
+    return {"bytes_per_s": n / t.seconds, "store_cpu_share": (process_cpu_s(store_pid) - cpu0) / wall}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def time_ceiling(data, name, profile, batch_size, ahead, rounds):
+    """Time raw GETs of whole shards (as many in flight as reader `name` keeps) against `name`'s epochs, interleaved.
+
+    One warm-up of each, then `rounds` rounds in a shuffled order; returns per round the ceiling's bytes/s, the
+    store's CPU share during it and the reader's bytes/s.
+    """
+    src, ceiling, read = data.sorted, [], []
+    conns = connections(name, ahead)
+    with store.serve(src.folder, profile) as s:
+        urls = [s.url("raw", f) for f in src.files(suffix(name))]
+        measure.interleaved({
+            "raw GETs": lambda: ceiling.append(ceiling_round(s.process.pid, urls, conns)),
+            "reader": lambda: read.append(wire_epoch(name, s, src, batch_size, ahead)["MB_per_s"] * 1e6),
+        }, repeat=rounds, warmup=1, shuffle=True)
+    return {"ceiling_bytes_s": [c["bytes_per_s"] for c in ceiling[-rounds:]], "reader_bytes_s": read[-rounds:],
+            "store_cpu_share": [c["store_cpu_share"] for c in ceiling[-rounds:]],
+            "available_bytes_s": available_bytes_s(profile, conns)}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def efficiencies(rounds, available_bytes_s):
+    """Return per round the reader over the profile's bandwidth, the reader over the ceiling, the ceiling over it."""
+    reader_s, ceiling_s = rounds["reader_bytes_s"], rounds["ceiling_bytes_s"]
+    return {"vs_profile": [r / available_bytes_s for r in reader_s],
+            "vs_ceiling": [r / c for r, c in zip(reader_s, ceiling_s, strict=True)],
+            "ceiling_over_profile": [c / available_bytes_s for c in ceiling_s]}
+
+
+def ceiling_figures(rounds, available_bytes_s):
+    """Return the ceiling's figures: medians over rounds with their 95 % intervals."""
+    eff = efficiencies(rounds, available_bytes_s)
+    return {**measure.interval_figures("stream_store_ceiling_bytes_per_s", rounds["ceiling_bytes_s"]),
+            **measure.interval_figures("stream_store_cpu_share", rounds["store_cpu_share"]),
+            **measure.interval_figures("stream_store_ceiling_over_profile", eff["ceiling_over_profile"]),
+            **measure.interval_figures("stream_wire_efficiency_vs_profile", eff["vs_profile"]),
+            **measure.interval_figures("stream_wire_efficiency_vs_ceiling", eff["vs_ceiling"])}
+
+
+assert efficiencies({"reader_bytes_s": [50.0, 60.0], "ceiling_bytes_s": [100.0, 80.0]}, 200.0) == {
+    "vs_profile": [0.25, 0.3], "vs_ceiling": [0.5, 0.75], "ceiling_over_profile": [0.5, 0.4]}
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-ceiling = streaming.ceiling_rounds(data, best, profile, batch_size, ahead, ceiling_rounds)
-ceiling_figures = store_ceiling.figures(ceiling, ceiling["available_bytes_s"])
+ceiling = time_ceiling(data, best, profile, batch_size, ahead, ceiling_rounds)
+ceiling_figs = ceiling_figures(ceiling, ceiling["available_bytes_s"])
 for key in ("stream_store_ceiling_bytes_per_s", "stream_store_cpu_share", "stream_store_ceiling_over_profile",
             "stream_wire_efficiency_vs_ceiling", "stream_wire_efficiency_vs_profile"):
-    v, lo, hi = (ceiling_figures[key + k] for k in ("", "_ci_low", "_ci_high"))
+    v, lo, hi = (ceiling_figs[key + k] for k in ("", "_ci_low", "_ci_high"))
     print(f"{key}: {v:.3g} (95 % interval {lo:.3g} to {hi:.3g}, {ceiling_rounds} rounds)")
 model = table.loc[best, "predicted_MB_per_s"] * 1e6
 _ = measure.predicted("store ceiling over the profile's model", 0.9, 1.05,
                       [c / model for c in ceiling["ceiling_bytes_s"]], "x")
 _ = measure.predicted(f"{best} over the store's ceiling", 0.9, 1.05,
-                      store_ceiling.efficiencies(ceiling, ceiling["available_bytes_s"])["vs_ceiling"], "x")
+                      efficiencies(ceiling, ceiling["available_bytes_s"])["vs_ceiling"], "x")
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -284,7 +719,7 @@ tars, few = data.sorted, 16  # the first 16 shards: one at a time, 42 ms each, a
 with store.serve(tars.folder, profile) as wds_store:
     tar_urls = [wds_store.url("one", f) for f in tars.files(".tar")[:few]]
     one_at_a_time = measure.interleaved({
-        "plain GETs": lambda: store_ceiling.parallel_gets(tar_urls, 1),
+        "plain GETs": lambda: parallel_gets(tar_urls, 1),
         "curl per shard": lambda: one_curl_per_shard(tar_urls),
         "WebDataset": lambda: webdataset_epoch(tar_urls),
     }, repeat=ceiling_rounds, warmup=1, shuffle=True)
@@ -326,10 +761,61 @@ show_code(stream.ShuffleBuffer.__iter__)  # the buffer every streaming reader of
 # hold 10 x (1 - 0.9^4) = 3.4 classes, about log2 3.4 = 1.8 bits; with 1,000 samples about 2,064 reads, 34 shards,
 # all ten classes: close to the full shuffle. Four shards at once add three more shards to every window. The last
 # batches of an epoch lose the interleave (fewer shards are left open) and drain the buffer. Shuffled shards mix
-# at any buffer size. `streaming.predicted_entropy` does this arithmetic for each row.
+# at any buffer size. `predicted_entropy` (below) does this arithmetic for each row.
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The entropies come from the labels alone: `epoch_labels` runs the readers' own order (`stream.shuffled`, above)
+# on each shard's labels, and `entropy` is notebook 04's batch class-mix entropy over the full batches (or the
+# last `TAIL` share of them).
+
+# %% slideshow={"slide_type": "subslide"}
+TAIL = 0.1  # the share of an epoch's batches that counts as its tail
+
+
+def epoch_labels(shard_labels, buffer, at_once, seed=0, epoch=0):
+    """Return an epoch's label order from the labels alone: the readers' shard order, interleave and buffer."""
+    per_shard = [[{"cls": c} for c in labels] for labels in shard_labels]
+    return np.array([s["cls"] for s in stream.shuffled(per_shard, buffer, at_once, seed, epoch)])
+
+
+def entropy(labels, batch_size, tail=0.0):
+    """Return the mean class-mix entropy (bits) of the full batches, or of the last `tail` share of them."""
+    full = len(labels) // batch_size
+    first = full - max(1, round(full * tail)) if tail else 0
+    return batch_class_entropy(labels, np.arange(first * batch_size, full * batch_size), batch_size, CLASSES)
+
+
+assert sorted(epoch_labels(data.sorted.labels, small_buffer, 1)) == sorted(sum(data.sorted.labels, []))
+
+
+# %% slideshow={"slide_type": "subslide"}
+def predicted_entropy(samples_per_shard, buffer, at_once, batch_size, layout, full):
+    """Predict a batch's class-mix entropy: log2 of the classes expected among the shards its window spans."""
+    if layout == "shuffled":
+        return full
+    spanned = at_once + (2 * buffer + batch_size) / samples_per_shard  # shards a batch's window spans
+    distinct = CLASSES * (1 - (1 - 1 / CLASSES) ** spanned)  # one class per shard, in random order
+    return min(full, float(np.log2(max(distinct, 1.0))))
+
+
+# %% slideshow={"slide_type": "-"}
+def entropy_sweep(data, batch_size, buffers, at_once, seed=0):
+    """Return the class-mix entropy per batch (whole epoch and its tail) per layout, buffer and shards at once."""
+    labels = np.array(sum(data.sorted.labels, []))
+    full = entropy(labels[np.random.default_rng(seed).permutation(len(labels))], batch_size)
+    rows = []
+    for layout, src in data.layouts.items():
+        for k, b in itertools.product(at_once, buffers):
+            order = epoch_labels(src.labels, b, k, seed)
+            rows.append({"layout": layout, "buffer": b, "shards_at_once": k, "entropy_bits": entropy(order, batch_size),
+                         "tail_bits": entropy(order, batch_size, TAIL), "full_shuffle_bits": full,
+                         "predicted_bits": predicted_entropy(src.samples / len(src.names), b, k, batch_size, layout,
+                                                             full)})
+    return rows
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-entropies = streaming.entropy_sweep(data, batch_size, (0, small_buffer, large_buffer), shards_at_once)
+entropies = entropy_sweep(data, batch_size, (0, small_buffer, large_buffer), shards_at_once)
 ent = pd.DataFrame(entropies)
 print(ent.pivot_table(index=["layout", "shards_at_once"], columns="buffer",
                       values=["entropy_bits", "tail_bits", "predicted_bits"]).round(2).to_string())
@@ -339,22 +825,60 @@ for r in entropies:
         _ = measure.predicted(f"sorted, buffer {r['buffer']}, {r['shards_at_once']} shard(s) at once",
                               0.7 * r["predicted_bits"], 1.3 * r["predicted_bits"] + 0.2, r["entropy_bits"], "bits")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # These entropies come from the labels alone. The cell below checks that the real Parquet reader, given the same
 # shard order and buffer, yields exactly that label sequence: the figures describe what training would see.
 
 # %% slideshow={"slide_type": "-"}
-print("the Parquet reader yields the labels the shuffle-quality figures use:",
-      streaming.reader_follows_labels(data, small_buffer))
+def reader_follows_labels(data, buffer, seed=0):
+    """Whether the Parquet reader, given the same shard order and buffer, yields the labels `epoch_labels` says."""
+    src = data.sorted
+    with store.serve(src.folder, "unthrottled") as s:
+        urls = [s.url(fresh_id("order"), src.files(".parquet")[i])
+                for i in stream.shard_order(len(src.names), seed, 0)]
+        got = [int(x["cls"]) for x in stream.ShuffleBuffer(stream.ParquetStream(urls), buffer, seed)]
+    return got == epoch_labels(src.labels, buffer, 1, seed).tolist()
 
-# %% [markdown] slideshow={"slide_type": "-"}
+
+# %% slideshow={"slide_type": "-"}
+follows = reader_follows_labels(data, small_buffer)
+print("the Parquet reader yields the labels the shuffle-quality figures use:", follows)
+assert follows
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The buffer is not free: it must fill before the first sample comes out, it holds `buffer` samples (JPEG bytes
 # here, decoded tensors in many pipelines) in memory, and it touches every sample once more. The cell times epochs
 # of the pyarrow reader with no buffer and with the large one, in turns, with decoding off (the buffer holds the
 # same bytes whether or not they are decoded later). The cost is images/s without the buffer over images/s with it.
 
+# %% slideshow={"slide_type": "subslide"}
+def buffer_cost(data, profile, buffer, batch_size, ahead, rounds):
+    """Time epochs (decoding off) of the Parquet reader with no buffer and with a `buffer`-sample one, in turns."""
+    src, first = data.sorted, {0: [], buffer: []}
+    with store.serve(src.folder, profile) as s:
+        def epoch(size):
+            def one():
+                samples = stream.ShuffleBuffer(reader("pyarrow Parquet", s, fresh_id("buffer"), src, ahead), size)
+                with measure.Timer(contender=("first batch", size)) as t:
+                    it = iter(stream.Batches(samples, batch_size, px=0, decode=False))
+                    next(it)
+                first[size].append(t.seconds)
+                for _ in it:
+                    pass
+            return one
+
+        seconds = measure.interleaved({"no buffer": epoch(0), "buffer": epoch(buffer)}, repeat=rounds, warmup=0,
+                                      shuffle=True)
+    return {"ratios": [b / a for a, b in zip(seconds["no buffer"], seconds["buffer"])],  # img/s without over with
+            "first_batch_s_no_buffer": measure.median(first[0]), "first_batch_s_buffer": measure.median(first[buffer]),
+            "img_per_s_no_buffer": src.samples / measure.median(seconds["no buffer"]),
+            "img_per_s_buffer": src.samples / measure.median(seconds["buffer"])}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-cost = streaming.buffer_cost(data, profile, large_buffer, batch_size, ahead, rounds)
+cost = buffer_cost(data, profile, large_buffer, batch_size, ahead, rounds)
 print(f"img/s: no buffer {cost['img_per_s_no_buffer']:.0f}, buffer of {large_buffer}: {cost['img_per_s_buffer']:.0f}; "
       f"first batch after {cost['first_batch_s_no_buffer'] * 1e3:.0f} ms and {cost['first_batch_s_buffer'] * 1e3:.0f} ms")
 print("shuffle buffer cost:", measure.verdict(cost["ratios"], 1.1, higher_is_better=False))
@@ -377,15 +901,69 @@ print("shuffle buffer cost:", measure.verdict(cost["ratios"], 1.1, higher_is_bet
 # %% slideshow={"slide_type": "subslide"}
 show_code(stream.split_shards)  # the rank split the driver passes each rank's ParquetStream
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-rank_rows = streaming.ranks(data, world_size, profile, ahead)
-print(pd.DataFrame(rank_rows).set_index("split").round(2).to_string())
+# %% [markdown] slideshow={"slide_type": "-"}
+# Each split below is a function of (rank, the store's byte counter) that returns that rank's samples;
+# `count_split` reads every rank in turn and counts what they saw together.
 
 # %% slideshow={"slide_type": "subslide"}
+def count_split(s, src, world_size, split, per_rank, how, expected=None):
+    """Read one epoch on each rank with `per_rank(rank, who)`; return what all the ranks saw together."""
+    who = fresh_id("split")
+    keys = [x["key"] for rank in range(world_size) for x in per_rank(rank, who)]
+    expected, distinct = expected or src.samples, len(set(keys))
+    return {"split": split, "how": how, "samples_read": len(keys), "distinct": distinct,
+            "exactly_once": distinct == expected == len(keys), "duplicates": len(keys) - distinct,
+            "missing": expected - distinct, "bytes_over_data": s.bytes_read().get(who, 0) / src.nbytes(".parquet")}
+
+
+def by_node(s, files, world_size):
+    """Return `datasets`' split: one load_dataset over `files`, each rank taking its share of it."""
+    made = {}
+
+    def per_rank(rank, who):
+        if who not in made:
+            made[who] = stream.HFStream([s.url(who, f) for f in files])
+        return made[who].for_rank(rank, world_size)
+
+    return per_rank
+
+
+# %% slideshow={"slide_type": "subslide"}
+def ranks(data, world_size, profile, ahead):
+    """Read one epoch on each of `world_size` ranks (in this process) by several splits; count what each saw."""
+    src, files = data.sorted, data.sorted.files(".parquet")
+    odd = files[:-1] if len(files) % world_size == 0 else files  # one shard short: no even split
+    with store.serve(src.folder, profile) as s:
+        def split(rank, who):
+            return stream.ParquetStream(stream.split_shards([s.url(who, f) for f in files], rank, world_size),
+                                        ahead=ahead)
+
+        def everything(rank, who):
+            return stream.ParquetStream([s.url(who, f) for f in files], ahead=ahead)
+
+        return [count_split(s, src, world_size, "split_shards (ParquetStream)", split,
+                            "whole shards per rank: every world_size-th shard"),
+                count_split(s, src, world_size, "split_dataset_by_node (datasets)", by_node(s, files, world_size),
+                            "shards divide evenly: whole shards per rank"),
+                count_split(s, src, world_size, "split_dataset_by_node, odd shard count", by_node(s, odd, world_size),
+                            f"{len(odd)} shards: every rank reads every shard, keeps 1 sample in {world_size}",
+                            sum(len(x) for x in src.labels[:len(odd)])),
+                count_split(s, src, world_size, "no split (each rank reads all)", everything,
+                            "the mistake: every rank reads every shard")]
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+rank_rows = ranks(data, world_size, profile, ahead)
+print(pd.DataFrame(rank_rows).set_index("split").round(2).to_string())
+
+# %% slideshow={"slide_type": "-"}
 for r in rank_rows:
     print(f"{r['split']}: every sample exactly once: {'yes' if r['exactly_once'] else 'no'}")
+assert rank_rows[0]["exactly_once"] and rank_rows[0]["duplicates"] == 0 and rank_rows[1]["exactly_once"]
+assert rank_rows[-1]["duplicates"] == (world_size - 1) * images and not rank_rows[-1]["exactly_once"]
 
-# %% [markdown] slideshow={"slide_type": "-"}
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # Both real splits read each sample exactly once. The odd shard count shows `datasets`' fallback: still exact, but
 # every rank downloads every shard, so the bytes read grow with the world size. The last row is the mistake a
 # stream makes silently when nobody splits it: each rank trains on the whole epoch, the duplicates counted.
@@ -398,8 +976,49 @@ for r in rank_rows:
 # own record of the shard and the position in it; WebDataset keeps no position, so the only exact resume is to
 # read from the start again and drop what was seen.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# `resume_check` reads a whole epoch, then stops a fresh reader after `stop_after` samples, saves its place where
+# it can, resumes a third from that place (or from the start, dropping what was seen) and compares.
+
+# %% slideshow={"slide_type": "subslide"}
+def resume_check(s, src, files, case, stop_after):
+    """Stop reader `case`'s name after `stop_after` samples, resume it, compare the rest with a whole epoch."""
+    name, make, stateful, needs = case
+    whole = [x["key"] for x in make(fresh_id(name))]
+    it = iter(first := make(fresh_id(name)))
+    head = [next(it)["key"] for _ in range(stop_after)]
+    state = first.state_dict() if stateful else None
+    it.close()
+    again = make(who := fresh_id(name))
+    if stateful:
+        again.load_state_dict(state)
+    rest = [x["key"] for x in again][0 if stateful else stop_after:]  # no saved place: re-read, drop the seen
+    total = sum((src.folder / (src.names[i] + suffix(name))).stat().st_size for i in files)
+    rest_bytes = total * (1 - stop_after / sum(len(src.labels[i]) for i in files))  # as whole-shard shares
+    return {"reader": name, "same_remaining": head + rest == whole, "needs": needs,
+            "resumed_bytes_over_rest": s.bytes_read().get(who, 0) / max(1, rest_bytes)}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def resume(data, stop_after, n_shards, profile):
+    """Stop each reader after `stop_after` samples of the first `n_shards` shards, resume, compare the rest."""
+    src, files = data.sorted, list(range(n_shards))
+    counts = [len(src.labels[i]) for i in files]
+    with store.serve(src.folder, profile) as s:
+        def urls(who, suf):
+            return [s.url(who, src.names[i] + suf) for i in files]
+
+        cases = [("pyarrow Parquet", lambda who: stream.ParquetStream(urls(who, ".parquet"), ahead=1), True,
+                  "state_dict(): (shard, sample); the next shard is fetched again"),
+                 ("datasets streaming", lambda who: stream.HFStream(urls(who, ".parquet")), True,
+                  "IterableDataset.state_dict() (a shuffle buffer's contents are not saved)"),
+                 ("webdataset tar", lambda who: stream.TarStream(urls(who, ".tar"), expected=counts), False,
+                  "no state_dict: re-read from the start and skip what was seen")]
+        return [resume_check(s, src, files, case, stop_after) for case in cases]
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-resume_rows = streaming.resume(data, resume_after, resume_shards, profile)
+resume_rows = resume(data, resume_after, resume_shards, profile)
 print(pd.DataFrame(resume_rows).set_index("reader").round(2).to_string())
 resume_counts = [len(x) for x in data.sorted.labels[:resume_shards]]
 resume_all, resume_rest = sum(resume_counts), sum(resume_counts) - resume_after
@@ -414,6 +1033,8 @@ _ = measure.predicted(f"saved place (pyarrow Parquet): the rest from the stopped
 # %% slideshow={"slide_type": "subslide"}
 for r in resume_rows:
     print(f"{r['reader']}: same remaining samples after a restart: {'yes' if r['same_remaining'] else 'no'}")
+assert all(r["same_remaining"] for r in resume_rows)
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # All three can give the same remaining samples; what differs is the price. The last column is the bytes the
@@ -433,25 +1054,129 @@ for r in resume_rows:
 # must stop with an error naming the shard and its URL, without losing anything silently; where a reader offers to
 # skip, it must count what it skipped. The URLs' port is a new ephemeral one each run.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# Three cells set the cases up: `attempt` runs one reader on one case and says whether the outcome is the clear one,
+# `bad_cases` runs one reader through every case, and `bad_input` writes the cut and missing shards (`bad_store`)
+# and runs all three readers through them.
+
+# %% slideshow={"slide_type": "subslide"}
+def attempt(case, reader_name, make, culprit, stop=None, lost=None):
+    """Run one bad-input case; return what it raised or counted, and whether that is the clear outcome."""
+    got, error, source = 0, "", None
+    try:
+        it = iter(source := make())
+        if stop is not None:  # one sample, then the store stops
+            next(it)
+            got = 1
+            stop.stop()
+        for _ in it:
+            got += 1
+    except stream.ShardError as exc:
+        error = str(exc)
+    finally:
+        if stop is not None:
+            stop.stop()
+    counted = getattr(source, "lost", None)
+    if lost is not None:  # skipped: the lost samples counted, the others read
+        clear = not error and counted == lost[0] and got == lost[1]
+    else:  # the culprit's URL, or (store gone) some shard's URL on the store
+        clear = bool(error) and (culprit in error if culprit else
+                                 re.search(r"http://127\.0\.0\.1:\d+/bad/shard-", error) is not None)
+    error = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", error)  # a new ephemeral port every run
+    return {"case": case, "reader": reader_name, "samples_read": got, "clear": clear,
+            "outcome": error.split(" (")[0] if error else f"skipped: {counted} samples counted lost"}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def bad_cases(reader_name, make, work, src, names, counts):
+    """Run reader `reader_name` through the bad-input cases: cut, cut and skipped, missing, store gone."""
+    suf, rows = suffix(reader_name), []
+    with store.serve(work, "unthrottled") as s:
+        cut = [s.url("bad", n + suf) for n in names]
+        rows.append(attempt("truncated shard", reader_name, lambda: make(cut, False), cut[1]))
+        if reader_name != "webdataset tar":  # webdataset has no skip mode that counts what it lost
+            rows.append(attempt("truncated shard, skip", reader_name, lambda: make(cut, True), "",
+                                lost=(counts[1], sum(counts) - counts[1])))
+        gone = [s.url("bad", names[0] + suf), s.url("bad", "shard-99999" + suf)]
+        rows.append(attempt("shard missing from the store", reader_name, lambda: make(gone, False), gone[1]))
+    s = store.serve(src.folder, "unthrottled")  # stopped by attempt after the first sample
+    away = [s.url("bad", n + suf) for n in names]
+    rows.append(attempt("store went away mid-epoch", reader_name, lambda: make(away, False), "", stop=s))
+    return rows
+
+
+# %% slideshow={"slide_type": "subslide"}
+def bad_store(src, names):
+    """Copy shards `names` of `src` (tar and Parquet) into a fresh folder, the second cut in half."""
+    work = config.data_dir() / "stream-bad-input"
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    for name, suf in itertools.product(names, (".tar", ".parquet")):
+        shutil.copyfile(src.folder / (name + suf), work / (name + suf))
+        if name == names[1]:  # cut in half
+            whole = (src.folder / (name + suf)).read_bytes()
+            (work / (name + suf)).write_bytes(whole[: len(whole) // 2])
+    return work
+
+
+def bad_input(data, n_shards=3):
+    """Feed each reader a truncated shard, a listed shard the store lacks, and a store that goes away."""
+    import datasets
+
+    src, names = data.sorted, data.sorted.names[:n_shards]
+    work, counts = bad_store(src, names), [len(x) for x in src.labels[:n_shards]]
+    makers = {
+        "webdataset tar": lambda us, skip: stream.TarStream(us, retries=0, expected=counts[: len(us)]),
+        "pyarrow Parquet": lambda us, skip: stream.ParquetStream(us, ahead=0, skip=skip, expected=counts[: len(us)]),
+        "datasets streaming": lambda us, skip: stream.HFStream(us, expected=counts[: len(us)], skip=skip),
+    }
+    level = datasets.logging.get_verbosity()
+    datasets.logging.set_verbosity(datasets.logging.CRITICAL)  # its log line repeats what the ShardError says
+    try:
+        return [row for name, make in makers.items() for row in bad_cases(name, make, work, src, names, counts)]
+    finally:
+        datasets.logging.set_verbosity(level)
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-bad = streaming.bad_input(data)
+bad = bad_input(data)
 print(pd.DataFrame(bad).set_index(["reader", "case"]).to_string())
 
 # %% slideshow={"slide_type": "-"}
 print("every bad shard was named with its URL, or skipped and counted:", all(r["clear"] for r in bad))
+assert all(r["clear"] for r in bad), [r for r in bad if not r["clear"]]
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 8. Where the time goes
 #
 # Notebook 07's timeline wraps a map-style dataset's `__getitems__`; a stream has none, so the reader gets its own
-# hooks: `streaming.timed_parquet` wraps the pyarrow reader's shard fetch (each fetch is an event on its thread's
+# hooks: `timed_parquet` wraps the pyarrow reader's shard fetch (each fetch is an event on its thread's
 # lane) and `Batches` records each batch's decoding, handing the events to the timeline with the batch. The step is
 # notebook 07's stand-in that sleeps, as a GPU step leaves the CPU free.
 
+# %% slideshow={"slide_type": "subslide"}
+def timed_parquet(s, src, batch_size, px, threads, ahead):
+    """Return decoded Parquet batches whose shard fetches and decodes are recorded for the timeline."""
+    rec = stream.Recorder()
+    samples = stream.ParquetStream([s.url(fresh_id("timeline"), f) for f in src.files(".parquet")], ahead=ahead)
+    samples.fetch = rec.timed(stream.fetch_parquet)
+    return stream.Batches(samples, batch_size, px, threads, recorder=rec)
+
+
+def stream_timeline(data, profile, batch_size, px, threads, ahead, batches, step_s):
+    """Record `batches` decoded Parquet batches, each followed by a step that sleeps `step_s` (a GPU stand-in)."""
+    with store.serve(data.sorted.folder, profile) as s:
+        return timeline.record(timed_parquet(s, data.sorted, batch_size, px, threads, ahead),
+                               timeline.gpu_like_step(step_s), max_batches=batches)
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-tl = streaming.stream_timeline(data, profile, batch_size, px, decode_threads, ahead, timeline_batches, step_ms / 1000)
+tl = stream_timeline(data, profile, batch_size, px, decode_threads, ahead, timeline_batches, step_ms / 1000)
 fig = timeline.gantt(tl, title=f"pyarrow Parquet at {profile}, decoded on {decode_threads} threads")
 print({k: round(v, 3) if isinstance(v, float) else v for k, v in tl.summary().items()})
+assert {"fetch", "collate", "wait"} <= set(tl.frame().stage)
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The fetch lanes show each shard's request, the latency and the transfer, several in flight at the start; after
@@ -461,12 +1186,41 @@ print({k: round(v, 3) if isinstance(v, float) else v for k, v in tl.summary().it
 # small CNN on the decoded batches, and names the knob: move the decoding off the loop's thread (a prefetch thread,
 # worker threads) or out of the epoch altogether (decode once, as notebook 09 does):
 
+# %% slideshow={"slide_type": "subslide"}
+def small_model(px):
+    """Return a small CNN and its training step on (uint8 images, labels) batches."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 16, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(32, CLASSES))
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+
+    def step(batch):
+        x, y = batch
+        loss = torch.nn.functional.cross_entropy(model(x.float().div_(255)), y)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return model, step
+
+
+def diagnose_stream(data, profile, batch_size, px, threads, ahead, batches):
+    """Run `diagnose` (notebook 15) on a small CNN's training step fed by the decoded Parquet stream."""
+    _, step = small_model(px)
+    with store.serve(data.sorted.folder, profile) as s:
+        return diagnose(timed_parquet(s, data.sorted, batch_size, px, threads, ahead), step, batches=batches,
+                        warmup=2, replay=min(8, batches))
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-diag = streaming.diagnose_stream(data, profile, batch_size, px, decode_threads, ahead, diagnose_batches)
+diag = diagnose_stream(data, profile, batch_size, px, decode_threads, ahead, diagnose_batches)
 print(diag)
 print(diag.table().round(3).to_string())
 advice = diag.advice()
 print(advice.to_string(index=False) if len(advice) else f"no knob ranked: {diag.verdict}")
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Takeaway
@@ -478,8 +1232,31 @@ print(advice.to_string(index=False) if len(advice) else f"no knob ranked: {diag.
 # enough. Split whole shards over ranks with a shard count that divides evenly, and save the reader's position
 # if a run must resume exactly. The figures of this run:
 
+# %% slideshow={"slide_type": "subslide"}
+def stream_figures(rows, seconds, sweep, entropies, small, large, cost, rank_rows, resume_rows, bad, ceiling):
+    """Return the flat figures this notebook saves (`bench streaming` reads them from its results)."""
+    best, by = best_reader(rows), {r["reader"]: r for r in rows}
+    local = next(n for n in by if n.startswith("memmap"))
+    same = next((r for r in sweep if r["profile"] == "same-region"), by[best])
+    full = entropies[0]["full_shuffle_bits"]
+    h = {r["buffer"]: r["entropy_bits"] for r in entropies if r["layout"] == "sorted" and r["shards_at_once"] == 1}
+    out = {**measure.interval_figures("stream_best_over_memmap", best_over_memmap_rounds(rows, seconds)),
+           **measure.interval_figures("stream_shuffle_buffer_cost", cost["ratios"]),
+           "stream_wire_efficiency": same["wire_efficiency"], "stream_entropy_small_buffer_over_full": h[small] / full,
+           "stream_entropy_large_buffer_over_full": h[large] / full,
+           "stream_ranks_exactly_once": float(rank_rows[0]["exactly_once"]),
+           "stream_ranks_duplicates": float(rank_rows[0]["duplicates"]), "stream_best_img_per_s": by[best]["img_per_s"],
+           "stream_memmap_img_per_s": by[local]["img_per_s"],
+           "stream_best_read_amplification": by[best]["read_amplification"],
+           "stream_bad_shards_named": float(all(r["clear"] for r in bad))}
+    out |= {f"stream_wire_efficiency_{r['profile']}": r["wire_efficiency"] for r in sweep}
+    out |= {f"stream_resume_exact_{r['reader'].split()[0]}": float(r["same_remaining"]) for r in resume_rows}
+    out["stream_resume_parquet_exact"] = out["stream_resume_exact_pyarrow"]
+    return out | ceiling_figures(ceiling, ceiling["available_bytes_s"])
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-figures = streaming.figures(rows, seconds, sweep, entropies, small_buffer, large_buffer, cost, rank_rows,
+figures = stream_figures(rows, seconds, sweep, entropies, small_buffer, large_buffer, cost, rank_rows,
                             resume_rows, bad, ceiling)
 for key in ("stream_best_over_memmap", "stream_wire_efficiency", "stream_wire_efficiency_vs_profile",
             "stream_wire_efficiency_vs_ceiling", "stream_store_ceiling_over_profile", "stream_entropy_small_buffer_over_full",
@@ -494,7 +1271,7 @@ path = measure.save_results("16_when_data_no_longer_fits", figures, rows + sweep
     "small_buffer": small_buffer, "large_buffer": large_buffer, "shards_at_once": list(shards_at_once),
     "world_size": world_size, "resume_after": resume_after, "resume_shards": resume_shards,
     "diagnose_batches": diagnose_batches, "timeline_batches": timeline_batches, "step_ms": step_ms,
-    "best_reader": best, "left_out": streaming.LEFT_OUT}, repeats=rounds)
+    "best_reader": best, "left_out": LEFT_OUT}, repeats=rounds)
 print("saved", path.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -528,7 +1305,7 @@ for name in ("stream_entropy_small_buffer_over_full", "stream_entropy_large_buff
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex1 = {a: streaming.profile_sweep(data, "pyarrow Parquet", [profile], batch_size, a)[0] for a in (0, ahead)}
+ex1 = {a: profile_sweep(data, "pyarrow Parquet", [profile], batch_size, a)[0] for a in (0, ahead)}
 for ex1_ahead, ex1_row in ex1.items():
     print(f"ahead={ex1_ahead}: {ex1_row['MB_per_s']:.0f} MB/s (predicted {ex1_row['predicted_MB_per_s']:.0f}), "
           f"wire efficiency {ex1_row['wire_efficiency']:.2f}, first batch {ex1_row['first_batch_s'] * 1e3:.0f} ms")
@@ -539,7 +1316,7 @@ assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **2.** How large must the buffer be for the class-sorted shards to reach 0.95 of the full shuffle's entropy, with
 # one shard at a time and with four, and how much buffer do the three extra open shards save? Sweep buffer sizes on
-# the labels alone (`streaming.epoch_labels` and `streaming.entropy`) in steps of a quarter shard (a doubling sweep
+# the labels alone (section 4's `epoch_labels` and `entropy`) in steps of a quarter shard (a doubling sweep
 # jumps over the difference), average a few epochs (each epoch shuffles its shards anew), and express the answer in
 # shards (buffer / samples per shard). Section 4's arithmetic predicts the saving: a batch's window spans
 # `at_once + (2 x buffer + batch) / shard` shards, so three more open shards are worth 1.5 shards of buffer. Look at
@@ -547,17 +1324,14 @@ assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-import numpy as np
-
-
 def ex2_needed(at_once, step, target=0.95, epochs=4):
     """Return (buffer, tail share): the smallest buffer, in steps of `step`, whose mean entropy over `epochs` epochs
     reaches `target` of the full shuffle's."""
     src, full = data.sorted, entropies[0]["full_shuffle_bits"]
     for b in range(0, src.samples + step, step):
-        orders = [streaming.epoch_labels(src.labels, b, at_once, epoch=e) for e in range(epochs)]
-        if np.mean([streaming.entropy(o, batch_size) for o in orders]) >= target * full:
-            return b, np.mean([streaming.entropy(o, batch_size, streaming.TAIL) for o in orders]) / full
+        orders = [epoch_labels(src.labels, b, at_once, epoch=e) for e in range(epochs)]
+        if np.mean([entropy(o, batch_size) for o in orders]) >= target * full:
+            return b, np.mean([entropy(o, batch_size, TAIL) for o in orders]) / full
     return src.samples + step, float("nan")  # never reached: more than the whole epoch
 
 
@@ -616,18 +1390,18 @@ def ex4_model(src, reader):
     """Return (latency s, transfer s) the first batch must wait for: shards it touches, bytes at one connection."""
     p, per_shard = store.profile(profile), src.samples / len(src.names)
     touched = int(np.searchsorted(np.cumsum([len(x) for x in src.labels]), batch_size)) + 1  # shards it reads from
-    shard_bytes = src.nbytes(streaming.suffix(reader)) / len(src.names)
+    shard_bytes = src.nbytes(suffix(reader)) / len(src.names)
     waited = batch_size * shard_bytes / per_shard if reader == "webdataset tar" else touched * shard_bytes
     return touched * p.latency_s, waited / p.per_connection_bytes_s
 
 
 ex4_fewer = max(world_size, n_shards // 4)
-ex4_sets = {n_shards: data.sorted, ex4_fewer: streaming.make_data(images, ex4_fewer, layouts=("sorted",)).sorted}
+ex4_sets = {n_shards: data.sorted, ex4_fewer: make_data(images, ex4_fewer, layouts=("sorted",)).sorted}
 ex4_rows = []
 for ex4_reader in ("webdataset tar", "pyarrow Parquet"):
     for ex4_k, ex4_src in ex4_sets.items():
         with store.serve(ex4_src.folder, profile) as ex4_s:
-            ex4_r = streaming.wire_epoch(ex4_reader, ex4_s, ex4_src, batch_size, 0)
+            ex4_r = wire_epoch(ex4_reader, ex4_s, ex4_src, batch_size, 0)
         ex4_lat, ex4_xfer = ex4_model(ex4_src, ex4_reader)
         ex4_rows.append({"reader": ex4_reader, "shards": ex4_k, "images": ex4_r["images"],
                          "first batch ms": ex4_r["first_batch_s"] * 1e3, "latency ms": ex4_lat * 1e3,

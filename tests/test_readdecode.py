@@ -61,10 +61,3 @@ def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
     finally:
         decoders._pillow.__code__ = original
 
-
-def test_copy_parts_times_each_part_of_torch_tensor():
-    from fastloops_helpers.experiments import readdecode
-
-    parts = readdecode.copy_parts(2**16, repeat=2)
-    assert set(parts) == {"torch_tensor", "copy_into_existing", "first_touch_torch", "numpy_array"}
-    assert all(s > 0 for s in parts.values())

@@ -14,17 +14,22 @@
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import warnings
+from pathlib import Path
+from typing import Any
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import decoders, storage
 from fastloops_helpers.data.storage import CHUNK
-from fastloops_helpers.experiments import bandwidth, readdecode
+from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -78,10 +83,41 @@ print(f"page cache: {cached:,.0f} MB/s | cold: {cold:,.0f} MB/s | ratio {cached 
 _ = measure.predicted(f"page cache (half the copy rate = {predicted_cached:,.0f} MB/s, within 2x)",
                       predicted_cached / 2, predicted_cached * 2, cached, "MB/s", ",.0f")
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The seed's ladder, with this machine's two measured rows put where their rates fall, fastest first:
+
+# %% slideshow={"slide_type": "subslide"}
+RATE = "read rate (MB/s)"
+SOURCES = {"measured here": "#c44e52", "typical (datasheets)": "#8c8c8c"}  # bar colours
+
+
+def storage_table(cached: float, cold: float, method: str) -> pd.DataFrame:
+    """Return the seed's storage ladder with this machine's two measured rows, fastest first."""
+    measured = [("this machine: page cache", cached), (f"this machine: cold ({method.split(',')[0]})", cold)]
+    rows = [{"storage": s, RATE: v, "source": "measured here"} for s, v in measured]
+    rows += [{"storage": s, RATE: v, "source": "typical (datasheets)"} for s, v in storage.LADDER]
+    return pd.DataFrame(rows).sort_values(RATE, ascending=False).reset_index(drop=True)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def storage_figure(table: pd.DataFrame) -> Figure:
+    """Draw the ladder as bars on a log axis, measured rows in their own colour."""
+    fig, ax = plt.subplots(figsize=(7, 0.42 * len(table) + 1.3))
+    ax.barh(table.storage, table[RATE], color=[SOURCES[s] for s in table.source])
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set_xlabel("sequential read (MB/s, log scale)")
+    ax.set_title("Sequential read: measured here vs the seed's ladder")
+    ax.legend(handles=[Patch(color=c, label=s) for s, c in SOURCES.items()], loc="lower right", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-table = readdecode.storage_table(cached, cold, method)
-fig = readdecode.storage_figure(table)
+table = storage_table(cached, cold, method)
+fig = storage_figure(table)
 plots.save(fig, "08_read_and_decode-storage")
+assert len(table) == len(storage.LADDER) + 2 and table[RATE].is_monotonic_decreasing
 table.round(0)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -128,19 +164,65 @@ print("decoders found:", ", ".join(found))
 for name, why in missing.items():
     print(f"not available: {name} ({why})")
 
+
+# %% slideshow={"slide_type": "subslide"}
+def decoder_figure(rates: pd.DataFrame, baseline: str = "Pillow") -> Figure:
+    """Draw images/s per decoder, one panel per image size, each bar labelled with its ratio to `baseline`."""
+    sizes = list(rates.columns)
+    fig, axes = plt.subplots(1, len(sizes), figsize=(4.2 * len(sizes), 0.45 * len(rates) + 1.4))
+    for ax, px in zip(np.atleast_1d(axes), sizes):
+        col = rates[px].sort_values()
+        ax.barh(col.index, col.values, color="#4c72b0")
+        for y, v in enumerate(col.values):
+            ax.annotate(f"{v / rates.loc[baseline, px]:.2f}x", (v, y), xytext=(3, 0), textcoords="offset points",
+                        va="center", fontsize=8)
+        ax.set_xlabel("images per second (best pass)")
+        ax.set_title(f"{px} x {px} px")
+        ax.margins(x=0.2)
+    fig.suptitle(f"JPEG decoding on one core (ratio to {baseline})")
+    fig.tight_layout()
+    return fig
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 blobs = {px: decoders.encode_jpegs(n_images, px, quality) for px in sizes_px}
 dec_rows = [{"decoder": name, "px": px, "img_per_s": rate}
             for px in measure.progress(sizes_px, desc="decoders") for name, rate in decoders.decode_rates(found, blobs[px]).items()]
 dec = pd.DataFrame(dec_rows).pivot(index="decoder", columns="px", values="img_per_s")
-fig = readdecode.decoder_figure(dec)
+fig = decoder_figure(dec)
 plots.save(fig, "08_read_and_decode-decoders")
 dec["ratio_to_Pillow_512"] = dec[512] / dec.loc["Pillow", 512]
 dec.round(1)
 
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# To separate the fixed cost from the per-pixel cost, Pillow decodes the images of several sizes (`scaling_px`)
+# and a straight line, seconds per image = fixed + per pixel x pixels, is fitted through the times by least
+# squares:
+
+# %% slideshow={"slide_type": "subslide"}
+def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: int, quality: int = 90) -> pd.DataFrame:
+    """Return per size: pixels, compressed kB per image and seconds per decoded image (best pass)."""
+    rows = []
+    for px in sizes_px:
+        blobs = decoders.encode_jpegs(count, px, quality)
+        rows.append({"px": px, "pixels": px * px, "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
+                     "s_per_image": 1 / decoders.images_per_second(decode, blobs, contender=("decode", px))})
+    return pd.DataFrame(rows)
+
+
+def fixed_and_per_pixel(scaling: pd.DataFrame) -> tuple[float, float]:
+    """Fit seconds per image = fixed + per_pixel x pixels (least squares); return (fixed, per_pixel)."""
+    per_pixel, fixed = np.polyfit(scaling.pixels, scaling.s_per_image, 1)
+    return float(fixed), float(per_pixel)
+
+
+# the fit, on a line it must recover: 3 s fixed + 2 s per pixel
+assert np.allclose(fixed_and_per_pixel(pd.DataFrame({"pixels": [1, 2, 4], "s_per_image": [5, 7, 11]})), (3, 2))
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-scaling = readdecode.decode_scaling(found["Pillow"], scaling_px, n_images, quality)
-fixed, per_pixel = readdecode.fixed_and_per_pixel(scaling)
+scaling = decode_scaling(found["Pillow"], scaling_px, n_images, quality)
+fixed, per_pixel = fixed_and_per_pixel(scaling)
 at = scaling.set_index("px")
 measured_ratio = at.s_per_image[512] / at.s_per_image[128]
 model_ratio = (fixed + per_pixel * 512**2) / (fixed + per_pixel * 128**2)
@@ -208,11 +290,10 @@ copy_table
 # (counting both) it takes `2 n / r`; the shared view is microseconds, independent of size.
 #
 # `copy_parts` then splits `torch.tensor(a)` into what it does: allocate fresh memory, and copy into it. Each part
-# is a function of its own; the cell is the source of `copy_parts` (the package holds the same code), and the
-# notebook times this definition.
+# is a function of its own; the notebook times this
+# definition.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.readdecode
 def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
     """Time what `torch.tensor(a)` of an `nbytes` array does, in parts (seconds, one torch thread)."""
     a = np.ones(nbytes // 4, np.float32)
@@ -235,6 +316,16 @@ def copy_parts(nbytes: int, repeat: int = 7) -> dict[str, float]:
         s = measure.interleaved({f.__name__: f for f in parts}, repeat=repeat, warmup=1)
     return {name: measure.median(v) for name, v in s.items()}
 
+# %% slideshow={"slide_type": "subslide"}
+def transparent_hugepages() -> str:
+    """Return the kernel's transparent huge page mode ("always", "madvise", "never"), or "unknown"."""
+    path = Path("/sys/kernel/mm/transparent_hugepage/enabled")
+    if not path.exists():
+        return "unknown"
+    text = path.read_text()  # e.g. 'always [madvise] never': the mode in use is in brackets
+    return text[text.index("[") + 1 : text.index("]")] if "[" in text else text.strip()
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 big = np.ones(copy_mb * 2**20 // 4, np.float32)
 for name in ("torch.tensor(a)", "torch.from_numpy(a)"):
@@ -242,13 +333,14 @@ for name in ("torch.tensor(a)", "torch.from_numpy(a)"):
     measure.show(f"{name} of {copy_mb} MiB", seconds)
     rows.append({"conversion": name, "mib": copy_mb, "seconds": seconds})
 parts = copy_parts(big.nbytes)
+assert set(parts) == {"torch_tensor", "copy_into_existing", "first_touch_torch", "numpy_array"}  # each part timed
 predicted_copy = 2 * big.nbytes / (copy_rate * 1e9)
 _ = measure.predicted(f"torch.tensor(a), one thread (2 x {copy_mb} MiB at {copy_rate:.1f} GB/s = "
                       f"{predicted_copy * 1e3:.1f} ms, at most 1.5x)", 0, 1.5 * predicted_copy * 1e3,
                       parts["torch_tensor"] * 1e3, "ms", ".1f")
 print(f"its parts: copy into memory touched before {parts['copy_into_existing'] * 1e3:.1f} ms, "
       f"first write to fresh torch memory {parts['first_touch_torch'] * 1e3:.1f} ms; "
-      f"np.array(a) {parts['numpy_array'] * 1e3:.1f} ms | transparent huge pages: {readdecode.transparent_hugepages()}")
+      f"np.array(a) {parts['numpy_array'] * 1e3:.1f} ms | transparent huge pages: {transparent_hugepages()}")
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -308,6 +400,7 @@ if "torch.compile, inference_mode" in saved:
                           saved["torch.compile, inference_mode"], "%")
 inf[["median", "uplift_%"]].round(4)
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # On a GPU, `torch_tensorrt.compile(model, ir="dynamo", inputs=[x], enabled_precisions={torch.half})` turns the
 # same model into a TensorRT engine, wrapped back into a torch module: it needs an NVIDIA GPU and the
@@ -316,11 +409,90 @@ inf[["median", "uplift_%"]].round(4)
 # under `torch.cuda.stream(s)`) and with PyCUDA (`cuda.memcpy_htod_async(dest, src, stream)` from page-locked
 # host memory). PyCUDA needs `pip install pycuda`, which compiles against the CUDA toolkit (nvcc and headers).
 # The cell below runs both copies and the TensorRT engine where a GPU and the packages are, and says what it
-# skipped otherwise; `readdecode.gpu_copy_rows` and `readdecode.tensorrt_rows` hold the code.
+# skipped otherwise. First the two copies, each a function that copies the same pinned buffer and waits for it:
+
+# %% slideshow={"slide_type": "subslide"}
+def torch_stream_copy(nbytes: int) -> Any:
+    """Return a function that copies `nbytes` of pinned host memory to the GPU on a side stream, with torch."""
+    host = torch.empty(nbytes // 4, pin_memory=True)
+    device = torch.empty(nbytes // 4, device="cuda")
+    stream = torch.cuda.Stream()
+
+    def copy() -> None:
+        with torch.cuda.stream(stream):
+            device.copy_(host, non_blocking=True)  # returns at once; the DMA runs on `stream`
+        stream.synchronize()
+
+    return copy
+
+
+# %% slideshow={"slide_type": "subslide"}
+def pycuda_copy(nbytes: int) -> Any:
+    """Return a function that makes the same copy with PyCUDA, in torch's CUDA context."""
+    import pycuda.driver as cuda
+
+    cuda.init()
+    context = cuda.Device(torch.cuda.current_device()).retain_primary_context()  # torch's context, not a new one
+    context.push()
+    host = cuda.pagelocked_empty(nbytes // 4, np.float32)  # pinned, as the DMA engine needs
+    device, stream = cuda.mem_alloc(host.nbytes), cuda.Stream()
+    context.pop()
+
+    def copy_in_context() -> None:
+        context.push()
+        cuda.memcpy_htod_async(device, host, stream)  # the seed's call: returns at once
+        stream.synchronize()
+        context.pop()
+
+    return copy_in_context
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# `gpu_copy_rows` times both (PyCUDA only where it imports) and says why it skipped a way:
+
+# %% slideshow={"slide_type": "subslide"}
+def gpu_copy_rows(nbytes: int, repeat: int = 10) -> tuple[list[dict[str, Any]], dict[str, str]]:
+    """Time the pinned host-to-GPU copy with torch and with PyCUDA; return (rows, {way: why skipped})."""
+    if not torch.cuda.is_available():
+        return [], {"torch stream copy": "no CUDA GPU", "PyCUDA memcpy_htod_async": "no CUDA GPU"}
+    ways, skipped = {"torch stream copy": torch_stream_copy(nbytes)}, {}
+    try:
+        ways["PyCUDA memcpy_htod_async"] = pycuda_copy(nbytes)
+    except ImportError as exc:
+        skipped["PyCUDA memcpy_htod_async"] = f"{exc} (pip install pycuda: it builds against the CUDA toolkit)"
+    rows = []
+    for name, fn in ways.items():
+        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, contender=name))
+        rows.append({"way": name, "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9})
+    return rows, skipped
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Then the TensorRT engine, built once (timed on its own) and timed against the eager model on the GPU:
+
+# %% slideshow={"slide_type": "subslide"}
+def tensorrt_rows(model: torch.nn.Module, x: torch.Tensor, repeat: int = 20) -> tuple[list[dict[str, Any]], str]:
+    """Compile `model` with torch_tensorrt (FP16), time it against eager on the GPU; return (rows, why not)."""
+    if not torch.cuda.is_available():
+        return [], "needs an NVIDIA GPU"
+    try:
+        import torch_tensorrt
+    except ImportError:
+        return [], "torch_tensorrt is not installed (pip install torch-tensorrt matching this torch)"
+    model, x = model.cuda().eval(), x.cuda()
+    with measure.Timer("cuda") as build:
+        engine = torch_tensorrt.compile(model, ir="dynamo", inputs=[x], enabled_precisions={torch.half})
+    rows = [{"way": "TensorRT build (once)", "ms": build.seconds * 1e3}]
+    with torch.inference_mode():
+        for name, fn in {"eager (GPU)": lambda: model(x), "TensorRT engine, FP16": lambda: engine(x)}.items():
+            seconds = measure.measure(fn, repeat=repeat, device="cuda", contender=name)
+            rows.append({"way": name, "ms": measure.median(seconds) * 1e3})
+    return rows, ""
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-gpu_rows, gpu_skipped = readdecode.gpu_copy_rows(64 * 2**20)
-trt_rows, trt_skipped = readdecode.tensorrt_rows(model, x)
+gpu_rows, gpu_skipped = gpu_copy_rows(64 * 2**20)
+trt_rows, trt_skipped = tensorrt_rows(model, x)
 for way, why in gpu_skipped.items():
     print(f"skipped {way}: {why}")
 if trt_skipped:
@@ -455,7 +627,7 @@ assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.fr
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** (Needs an NVIDIA GPU; the solution says what it skipped without one.) Time the pinned host-to-GPU
-# copy of section 4 for 1, 16 and 64 MiB with `readdecode.gpu_copy_rows`. From which size does the rate stop
+# copy of section 4 for 1, 16 and 64 MiB with `gpu_copy_rows`. From which size does the rate stop
 # growing, and why does a small copy not reach it? Look at GB/s per size: a fixed cost per copy (launch,
 # synchronisation) dominates small ones.
 
@@ -463,7 +635,7 @@ assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.fr
 # Solution: try the exercise first
 ex4_rows, ex4_skipped = [], {}
 for ex4_mib in (1, 16, 64):
-    ex4_found, ex4_skipped = readdecode.gpu_copy_rows(ex4_mib * 2**20)
+    ex4_found, ex4_skipped = gpu_copy_rows(ex4_mib * 2**20)
     ex4_rows += ex4_found
 for way, why in ex4_skipped.items():
     print(f"skipped {way}: {why}")

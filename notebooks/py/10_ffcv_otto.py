@@ -23,6 +23,7 @@
 # (shuffled) training split.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import math
 import random
 from collections.abc import Callable
 from typing import Any
@@ -36,10 +37,9 @@ from fastloops_helpers import BatchLoader, config, measure, move_to
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import ffcv_io, otto_csv
-from fastloops_helpers.experiments import otto
-from fastloops_helpers.experiments.otto import SEED_SKIP  # 11: the seed keeps a batch `if i > 10`
-from fastloops_helpers.experiments.training import Step, train_step
+from fastloops_helpers.experiments.training import SKIP, Step, batch_times, table, train_step
 from fastloops_helpers.measure import plots
+from fastloops_helpers.measure.steps import Blocks, compare_steps
 from fastloops_helpers.models import MLP
 
 print(config.describe())
@@ -67,18 +67,30 @@ seed = 0                                        # data, split, weights and every
 # Class_6 dominate). `otto_csv.read_otto` parses either file; point `otto_csv.load_otto(path=...)` at the real
 # `train.csv` to use it.
 #
-# `otto.prepare` reads the file, splits it 80/20 and, when ffcv is importable, writes the training rows as
-# FFCV's `.beton` the seed's way: a `DatasetWriter` with one field per item of a row (`NDArrayField` for the 93 floats, `IntField` for the
-# label), filled from an indexable of `(x, y)` pairs. Its worker processes read the pairs, so they are a class of
-# the package:
+# `prepare` (below) reads the file, splits it 80/20 and, when ffcv is importable, writes the training rows as FFCV's
+# `.beton` the seed's way: a `DatasetWriter` with one field per item of a row (`NDArrayField` for the 93 floats,
+# `IntField` for the label), filled from an indexable of `(x, y)` pairs. Its worker processes read the pairs, so
+# they are a class of the package:
 
 # %% slideshow={"slide_type": "subslide"}
 # the writer's worker processes import Pairs from the package; notebook 11 writes its images with the same code
 show_code(ffcv_io.Pairs, ffcv_io.write_table_beton)
 
+# %% slideshow={"slide_type": "subslide"}
+def prepare(rows: int, seed: int = 0) -> dict[str, Any]:
+    """Load (or generate) `rows` rows of Otto, split them, and write the training rows as `.beton` when ffcv is here."""
+    X, y, X_val, y_val = otto_csv.load_otto(rows, seed=seed)
+    beton = None
+    if HAVE_FFCV:
+        beton = config.data_dir() / f"otto-synthetic-{rows}-s{seed}" / "train.beton"
+        if not beton.exists():  # written once per size and seed: a one-off cost, kept out of every timing
+            ffcv_io.write_table_beton(beton, X, y)
+    return {"X": X, "y": y, "X_val": X_val, "y_val": y_val, "beton": beton}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with measure.Timer() as t:
-    data = otto.prepare(rows, seed=seed)
+    data = prepare(rows, seed=seed)
 measure.show("generate (first run only), read, split, write .beton", t.seconds)
 X, y = data["X"], data["y"]
 print(f"train {X.shape} {X.dtype}, labels {y.dtype}; validation {data['X_val'].shape}")
@@ -129,7 +141,6 @@ show_code(otto_csv.OttoRows)
 show_code(ffcv_io.table_loader, ffcv_io.Batches, BatchLoader._batches, BatchLoader._iter_gathered)
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.otto
 def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, seed: int = 0) -> dict[str, Any]:
     """Return the three loaders the seed compares (FFCV only when importable), each shuffling every epoch."""
     cuda = device.type == "cuda"
@@ -158,18 +169,72 @@ for name, loader in loaders.items():
     xb, yb = next(iter(loader))
     print(f"{name:>10}: x {tuple(xb.shape)} {xb.dtype}, y {tuple(yb.shape)} {yb.dtype}")
 
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Load only: how fast can each loader hand out batches?
 #
 # Each loader runs one untimed warm-up epoch (numba compiles FFCV's pipeline there; the DataLoader starts its
-# worker), then `epochs` timed rounds in which every loader runs one epoch, in a new order each round, so that
-# the machine's changing load hits all of them alike (`otto.load_only`, over `otto.compare`). Every batch of the
-# epoch counts, the first one with the start-up of the epoch; `otto.table` summarises the times per batch as the
-# seed does, and `rates` holds each loader's samples/s per round: a ratio of two loaders is the median of their
-# per-round ratios.
+# worker), then `epochs` timed rounds in which every loader runs one epoch, in a new order each round, so that the
+# machine's changing load hits all of them alike (`load_only`, over `compare`, both below). Every batch of the epoch
+# counts, the first one with the start-up of the epoch; `table` (shared with notebook 11) summarises the times per
+# batch as the seed does, and `rates` holds each loader's samples/s per round: a ratio of two loaders is the median
+# of their per-round ratios.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-load, rates = otto.load_only(loaders, epochs, batch_size, device)  # per-batch table, samples/s per round
+# %% [markdown] slideshow={"slide_type": "-"}
+# `compare` is the protocol of every timing in this notebook: a warm-up epoch per loader, then rounds of one epoch
+# each. Without a step, `measure.interleaved` runs the rounds and `batch_times` times every batch back to back;
+# with a step, `measure.steps.compare_steps` runs each epoch as a block (next section).
+
+# %% slideshow={"slide_type": "subslide"}
+def compare(loaders: dict[str, Any], epochs: int, step_factory: Callable[[], Step] | None, device: torch.device,
+            desc: str = "", skip: int = SKIP) -> dict[str, list[float]]:
+    """Warm each loader up for one epoch, then time `epochs` rounds of one epoch of each; return batch times."""
+    steps = {name: step_factory() if step_factory is not None else None for name in loaders}
+    for name, loader in loaders.items():  # numba compiles FFCV's pipeline in its first epoch
+        batch_times(loader, 1, steps[name], skip=0, device=device)
+    if step_factory is not None:  # an epoch is a block: a fresh iterator, `skip` batches left out, then closed
+        blocks = Blocks(settle=skip, timed=None)
+        return compare_steps(loaders, step_factory, epochs, blocks, device, desc).flat("steps")
+    out: dict[str, list[float]] = {name: [] for name in loaders}
+
+    def epoch(name: str) -> Callable[[], None]:
+        return lambda: out[name].extend(batch_times(loaders[name], 1, None, skip=skip, device=device))
+
+    measure.interleaved({name: epoch(name) for name in loaders}, epochs, 0, device, desc, shuffle=True)
+    return out
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Each loader's list holds its rounds' batches in order, the same number per round: `per_round` splits it again,
+# and `load_only` turns each round's epoch time into samples/s.
+
+# %% slideshow={"slide_type": "subslide"}
+def per_round(times: dict[str, list[float]], rounds: int,
+              stat: Callable[[list[float]], float]) -> dict[str, list[float]]:
+    """Split each loader's batch times (from `compare`) into its `rounds` epochs and return `stat` of each epoch."""
+    out = {}
+    for name, values in times.items():
+        if not values or len(values) % rounds:
+            raise ValueError(f"{name!r} has {len(values)} batch times, not the same number in each of {rounds} rounds")
+        n = len(values) // rounds
+        out[name] = [float(stat(values[i * n : (i + 1) * n])) for i in range(rounds)]
+    return out
+
+
+def load_only(loaders: dict[str, Any], epochs: int, batch_size: int, device: torch.device,
+              desc: str = "load only") -> tuple[pd.DataFrame, dict[str, list[float]]]:
+    """Time `epochs` load-only rounds; return the per-batch table and {loader: samples/s per round}."""
+    times = compare(loaders, epochs, None, device, desc, skip=0)
+    seconds = per_round(times, epochs, math.fsum)  # every batch of the epoch: the epoch's time
+    batches = {name: len(v) // epochs for name, v in times.items()}
+    return table(times, batch_size), {n: [batches[n] * batch_size / s for s in seconds[n]] for n in times}
+
+
+assert per_round({"a": [1.0, 2, 3, 4, 5, 6], "b": [2.0, 2, 4, 4, 6, 6]}, 3, sum) == {"a": [3, 7, 11], "b": [4, 8, 12]}
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+load, rates = load_only(loaders, epochs, batch_size, device)  # per-batch table, samples/s per round
+assert set(rates) == set(loaders) and all(len(r) == epochs for r in rates.values())  # a rate per round
 load.round({"mean": 5, "median": 5, "p95": 5, "min": 6, "uplift_%": 1, "samples_per_s": 0})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -222,7 +287,7 @@ for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "ott
 # the MLP's step alone on one batch already in memory; each loader's prediction adds that to its load-only mean.
 # The DataLoader's worker loads the next batch while the step runs, so its measured step can come in under the sum.
 # Each round runs one epoch of each loader in a new order, and each epoch starts a fresh iterator that is closed
-# before the next loader's epoch (`otto.compare` times them through `measure.steps`): no loader's worker prepares
+# before the next loader's epoch (`compare` times them through `measure.steps`): no loader's worker prepares
 # batches while another loader steps, so each waits as it would alone; the first two batches of each epoch
 # (start-up) are left out.
 #
@@ -235,7 +300,6 @@ for other, name in (("FFCV", "otto_helpers_over_ffcv_load"), ("DataLoader", "ott
 show_code(MLP, train_step)
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.otto
 def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     """Return a factory of fresh MLP training steps (same initial weights each time), Adam lr 5e-4 as the seed."""
     def factory() -> Step:
@@ -245,8 +309,8 @@ def mlp_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     return factory
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-full_times = otto.compare(loaders, epochs, mlp_factory(device, seed), device, "full step")  # batch times
-full = otto.table(full_times, batch_size)
+full_times = compare(loaders, epochs, mlp_factory(device, seed), device, "full step")  # batch times
+full = table(full_times, batch_size)
 full[["mean", "median", "p95", "uplift_%"]].round({"mean": 4, "median": 4, "p95": 4, "uplift_%": 1})
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -293,10 +357,25 @@ print("same order in both:", load_order == step_order)
 #
 # The seed's table has one row per loader (mean, median, 0.95 quantile of the time per batch, in seconds) and one
 # uplift row, FFCV against the DataLoader in each column. The helpers' loader runs under the same rules as a third
-# loader and gets an uplift row of its own. The seed's loaders and its timed step:
+# loader and gets an uplift row of its own. The seed's rows (the first `seed_rows` of the training
+# split, with a `.beton` of their own), its loaders and its timed step:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.otto
+def seed_protocol_data(data: dict[str, Any], rows: int) -> dict[str, Any]:
+    """Return the first `rows` training rows (the seed's 39,601 at workshop and full) and their own `.beton`."""
+    if rows > len(data["X"]):
+        raise ValueError(f"the seed protocol wants {rows} rows but the training split has {len(data['X'])}: "
+                         "pass more rows to prepare() (otto.rows in the scale table)")
+    X, y = np.array(data["X"][:rows]), np.array(data["y"][:rows])  # the split was shuffled: a random subset
+    beton = None
+    if data["beton"] is not None:
+        beton = data["beton"].with_name(f"seed-protocol-{rows}.beton")
+        if not beton.exists():
+            ffcv_io.write_table_beton(beton, X, y)
+    return {"X": X, "y": y, "beton": beton}
+
+
+# %% slideshow={"slide_type": "subslide"}
 def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.device) -> dict[str, Any]:
     """Return the seed's loaders: no shuffle, one worker, pinned memory (where a GPU makes it mean anything)."""
     loaders: dict[str, Any] = {}
@@ -309,7 +388,7 @@ def seed_protocol_loaders(data: dict[str, Any], batch_size: int, device: torch.d
     loaders["helpers"] = BatchLoader(tensors, batch_size=batch_size, shuffle=False)
     return loaders
 
-
+# %% slideshow={"slide_type": "subslide"}
 def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], Step]:
     """Return a factory of the seed's timed step: forward and loss only (no backward, no optimizer step)."""
     loss_fn = nn.CrossEntropyLoss()
@@ -325,18 +404,24 @@ def forward_loss_factory(device: torch.device, seed: int = 0) -> Callable[[], St
         return step
     return factory
 
+
+loss = forward_loss_factory(device, seed)()(torch.from_numpy(data["X"][:8]), torch.from_numpy(data["y"][:8]))
+assert loss.requires_grad and torch.isfinite(loss)  # the graph is recorded, never walked backwards
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The seed's timing loop and its table, as the seed writes them. `seed_protocol` is the seed's loop nest:
 # its `for j in range(10)` over epochs, `enumerate` over the loader, the step, `torch.cuda.synchronize()`
 # (`measure.sync`, which does nothing on a CPU), and a back-to-back clock: a batch's time runs from the end of the
-# previous batch to the end of its own step, and is kept only `if i > 10` (`skip`, `otto.SEED_SKIP` = 11 batches
+# previous batch to the end of its own step, and is kept only `if i > 10` (`skip`, `SEED_SKIP` = 11 batches
 # left out). One loop is added: the loaders take turns, one epoch each per round in a new order, where the seed ran
 # one loader's ten epochs and then the other's. `seed_table` builds the seed's DataFrame line by line: `Mean`,
-# `Median` and `0.95-Quantile` per loader, then the `UPLIFT` rows. `bench otto` (and `make gpu-check`) runs the
-# same functions from the package, which this cell mirrors.
+# `Median` and `0.95-Quantile` per loader, then the `UPLIFT` rows. `bench otto` (and `make gpu-check`) runs this
+# notebook, so it times these cells.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.otto
+SEED_SKIP = 11  # the seed times a batch only `if i > 10`: batches 0 to 10 of each epoch are left out
+
+
 def seed_protocol(
     loaders: dict[str, Any],
     step_factory: Callable[[], Step],
@@ -370,6 +455,19 @@ def seed_protocol(
     return times
 
 
+# %% slideshow={"slide_type": "subslide"}
+fake = {"a": [(torch.zeros(2, 3), torch.zeros(2))] * 14}  # a list is a loader: a fresh iterator every epoch
+
+
+def no_step() -> Step:
+    return lambda x, y: None  # the loop alone: no model
+
+
+assert [len(t) for t in seed_protocol(fake, no_step, 2, device).values()] == [2 * (14 - SEED_SKIP)]
+assert [len(t) for t in seed_protocol(fake, no_step, 1, device, skip=0).values()] == [14]  # every batch
+
+
+# %% slideshow={"slide_type": "subslide"}
 def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> pd.DataFrame:
     """Return seed 003's table as it builds it: a row per loader, then an uplift row per other loader.
 
@@ -395,15 +493,26 @@ def seed_table(times: dict[str, list[float]], baseline: str = "DataLoader") -> p
     return d
 
 
+t = seed_table({"DataLoader": [0.2, 0.2, 0.4], "FFCV": [0.1, 0.1, 0.1], "helpers": [0.05, 0.05, 0.05]})
+assert list(t.index) == ["DataLoader", "FFCV", "helpers", "UPLIFT FFCV (%)", "UPLIFT helpers (%)"]
+assert np.allclose(t["Median"].iloc[3:], [-50, -75]) and np.isclose(t.loc["DataLoader", "Mean"], 0.8 / 3)
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-seed_data = otto.seed_protocol_data(data, seed_rows)
+seed_data = seed_protocol_data(data, seed_rows)
 seed_loaders = seed_protocol_loaders(seed_data, seed_batch_size, device)
 seed_times = seed_protocol(seed_loaders, forward_loss_factory(device, seed), seed_epochs, device, "seed 003 protocol")
 seed_summary = seed_table(seed_times)  # the seed's `d`
 print(f"seed protocol: {len(seed_data['X'])} rows, batch {seed_batch_size}, {seed_epochs} epochs, "
-      f"batches 0 to {otto.SEED_SKIP - 1} of each epoch left out")
+      f"batches 0 to {SEED_SKIP - 1} of each epoch left out")
 print("loaders' rows: seconds per batch; UPLIFT rows: % against the DataLoader")
 seed_summary
+
+# %% slideshow={"slide_type": "subslide"}
+# after the timing, which has no warm-up epoch: one more epoch of each, to check the order the seed reads
+for name, loader in seed_loaders.items():  # the file's order, nothing dropped but FFCV's last partial batch
+    xs = torch.cat([xb.to("cpu", copy=True) for xb, _ in loader])  # FFCV reuses its batches' memory: copy
+    assert torch.equal(xs, torch.from_numpy(seed_data["X"][: len(xs)])), name
+    assert len(seed_data["X"]) - len(xs) < (seed_batch_size if name == "FFCV" else 1), name
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 seed_names = list(seed_times)
@@ -415,6 +524,7 @@ side_by_side = pd.DataFrame({
     "seed protocol: uplift of the median %": pd.Series(seed_uplift)})
 print("the seed's figure:", claims.quote("otto_seed_protocol_uplift_pct"))
 side_by_side.round(1)
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Forward and loss without the backward pass and the optimizer step is a fraction of the project's full step, so
@@ -429,40 +539,86 @@ side_by_side.round(1)
 # weights) for `train_epochs` epochs with each loader and compare validation accuracy with the majority-class
 # baseline. The orders differ (each loader has its own random generator), so the curves differ a little.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The accuracy on the validation rows, and a short training run behind one loader:
+
+# %% slideshow={"slide_type": "subslide"}
+def accuracy(model: nn.Module, X: np.ndarray, y: np.ndarray, device: torch.device) -> float:
+    """Return the fraction of rows of X that `model` classifies as y."""
+    model.eval()
+    with torch.no_grad():
+        pred = model(move_to(torch.from_numpy(X), device)).argmax(1).cpu().numpy()
+    model.train()
+    return float((pred == y).mean())
+
+
+def train_and_evaluate(loader: Any, data: dict[str, Any], epochs: int, device: torch.device,
+                       seed: int = 0) -> list[float]:
+    """Train a fresh MLP (same initial weights for every loader) for `epochs`; return validation accuracy per epoch."""
+    torch.manual_seed(seed)
+    model = MLP(otto_csv.NUM_FEATURES, len(otto_csv.CLASSES)).to(device)
+    step = train_step(model, torch.optim.Adam(model.parameters(), 5e-4), device)
+    scores = []
+    for _ in range(epochs):
+        for x, y in loader:
+            step(x, y)
+        scores.append(accuracy(model, data["X_val"], data["y_val"], device))
+    return scores
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-curves = {name: otto.train_and_evaluate(loader, data, train_epochs, device, seed)
+curves = {name: train_and_evaluate(loader, data, train_epochs, device, seed)
           for name, loader in measure.progress(loaders.items(), desc="training", total=len(loaders))}
 majority = float((data["y_val"] == np.bincount(y).argmax()).mean())
 acc = pd.DataFrame(curves, index=pd.RangeIndex(1, train_epochs + 1, name="epoch"))
 print(f"majority-class baseline: {majority:.3f}")
 acc.round(3)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 final = acc.iloc[-1]
 spread = float(final.max() - final.min())
 print(f"final validation accuracy: {final.min():.3f} .. {final.max():.3f} (spread {spread:.3f}); "
       f"the lowest is {final.min() - majority:+.3f} over the majority class")
+assert final.min() > majority  # every loader's MLP learned more than the majority class
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Every loader feeds the same rows; only the order and the speed differ, so the final accuracies should agree
 # within the noise of the order, well above the majority class (the reproduction check states the margins).
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Saving the figures
 
-# %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-step_rounds = otto.per_round(full_times, epochs, measure.median)  # each round's median step, per loader
-seed_rounds = otto.per_round(seed_times, seed_epochs, measure.median)
-figures = otto.figures(load, rates, full, step_rounds, seed_summary, seed_rounds)
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+step_rounds = per_round(full_times, epochs, measure.median)  # each round's median step, per loader
+figures = {f"otto_{n.lower()}_load_samples_per_s": float(load.loc[n, "samples_per_s"]) for n in load.index}
+figures.update({f"otto_{n.lower()}_step_ms": float(full.loc[n, "median"] * 1e3) for n in full.index})
+per_round_ratios = {"otto_helpers_over_dataloader_load": measure.ratios(rates, "helpers", "DataLoader")}
+if "FFCV" in rates:
+    per_round_ratios |= {"otto_helpers_over_ffcv_load": measure.ratios(rates, "helpers", "FFCV"),
+                         "otto_ffcv_over_dataloader_load": measure.ratios(rates, "FFCV", "DataLoader"),
+                         "otto_dataloader_step_over_ffcv_step": measure.ratios(step_rounds, "DataLoader", "FFCV")}
+for key, values in per_round_ratios.items():
+    figures.update(measure.interval_figures(key, values))
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+seed_rounds = per_round(seed_times, seed_epochs, measure.median)  # each round's median batch, per loader
+figures.update({f"otto_seed_protocol_{n.lower()}_ms": float(seed_summary.loc[n, "Median"] * 1e3) for n in seed_times})
+if "FFCV" in seed_rounds:  # uplift % of the median, per round
+    uplift = [(r - 1) * 100 for r in measure.ratios(seed_rounds, "FFCV", "DataLoader")]
+    figures.update(measure.interval_figures("otto_seed_protocol_uplift_pct", uplift))
 figures.update({f"otto_{n.lower()}_val_acc": float(final[n]) for n in final.index})
 figures.update({"otto_val_acc_spread": spread, "otto_val_acc_over_majority": float(final.min() - majority)})
-rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()}
-        for p, t in (("load", load), ("step", full), ("seed protocol", seed_summary)) for n in t.index]
-knobs = {"rows": rows, "train_rows": len(X), "batch_size": batch_size, "epochs": epochs,
-         "train_epochs": train_epochs, "device": str(device), "ffcv": HAVE_FFCV, "seed_rows": seed_rows,
-         "seed_batch_size": seed_batch_size, "seed_epochs": seed_epochs,
-         "seed_skip": otto.SEED_SKIP}
-print("saved", config.rel(measure.save_results("10_ffcv_otto", figures, rows, knobs, repeats=epochs)))
+ratio_keys = {k for k in figures if k + "_ci_low" in figures}  # each saved with its interval
+assert ratio_keys == set(per_round_ratios) | ({"otto_seed_protocol_uplift_pct"} if HAVE_FFCV else set())
+assert all(figures[k + "_ci_low"] <= figures[k] <= figures[k + "_ci_high"] for k in ratio_keys)
+
+# %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+result_rows = [{"loader": n, "phase": p, **t.loc[n].to_dict()}
+               for p, t in (("load", load), ("step", full), ("seed protocol", seed_summary)) for n in t.index]
+knobs = {"rows": rows, "train_rows": len(X), "batch_size": batch_size, "epochs": epochs, "skip": SKIP,
+         "train_epochs": train_epochs, "device": str(device), "ffcv": HAVE_FFCV, "threads": torch.get_num_threads(),
+         "seed_rows": seed_rows, "seed_batch_size": seed_batch_size, "seed_epochs": seed_epochs, "seed_skip": SEED_SKIP}
+print("saved", config.rel(measure.save_results("10_ffcv_otto", figures, result_rows, knobs, repeats=epochs)))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Takeaway
@@ -517,7 +673,7 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_batch = 64
-ex1_load = otto.table(otto.compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
+ex1_load = table(compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
                       ex1_batch)
 ex1_rates = pd.DataFrame({f"batch {batch_size}, samples/s": load["samples_per_s"],
                           f"batch {ex1_batch}, samples/s": ex1_load["samples_per_s"]})
@@ -544,8 +700,8 @@ if "FFCV" in loaders:
     ex2_loaders["FFCV"] = loaders["FFCV"]
 else:
     print("ffcv is not importable here: the DataLoaders are compared without it")
-ex2_times = otto.compare(ex2_loaders, 2, None, device, skip=0)
-ex2_load = otto.table(ex2_times, batch_size, baseline="DataLoader, 1 worker")
+ex2_times = compare(ex2_loaders, 2, None, device, skip=0)
+ex2_load = table(ex2_times, batch_size, baseline="DataLoader, 1 worker")
 print(ex2_load[["mean", "median", "samples_per_s"]].round({"mean": 5, "median": 5, "samples_per_s": 0}).to_string())
 print(f"{len(os.sched_getaffinity(0))} cores here: the two workers and this process share them")
 assert len({len(times) for times in ex2_times.values()}) == 1  # every loader hands out the same batches per epoch
@@ -567,7 +723,7 @@ if data["beton"] is not None:
                     for o in ("random", "quasi_random")}
 else:
     print("ffcv is not importable here: only the helpers' orders are compared")
-ex3_load = otto.table(otto.compare(ex3_loaders, 2, None, device, skip=0), batch_size,
+ex3_load = table(compare(ex3_loaders, 2, None, device, skip=0), batch_size,
                       baseline="helpers, shuffle=True")
 print(ex3_load[["mean", "samples_per_s"]].round({"mean": 5, "samples_per_s": 0}).to_string())
 print("in memory every row costs the same to reach, in any order; from a disk, a block order reads whole "
@@ -588,11 +744,11 @@ ex4_times = seed_protocol(seed_loaders, forward_loss_factory(device, seed), ex4_
 ex4_rows = []
 for ex4_name, ex4_all in ex4_times.items():
     ex4_per_epoch = len(ex4_all) // ex4_epochs
-    ex4_kept = [t for i, t in enumerate(ex4_all) if i % ex4_per_epoch >= otto.SEED_SKIP]
+    ex4_kept = [t for i, t in enumerate(ex4_all) if i % ex4_per_epoch >= SEED_SKIP]
     ex4_rows.append({"loader": ex4_name, "first batch ms": ex4_all[0] * 1e3,
                      "mean ms, every batch": np.mean(ex4_all) * 1e3, "mean ms, seed's batches": np.mean(ex4_kept) * 1e3})
 ex4_table = pd.DataFrame(ex4_rows).set_index("loader")
 ex4_table["every / seed's"] = ex4_table.iloc[:, 1] / ex4_table.iloc[:, 2]
 print(ex4_table.round(3).to_string())
 print("moves most:", ex4_table["every / seed's"].idxmax())
-assert len(ex4_times) >= 2 and len(ex4_times) == len(seed_loaders) and all(len(v) % ex4_epochs == 0 and len(v) // ex4_epochs > otto.SEED_SKIP for v in ex4_times.values())
+assert len(ex4_times) >= 2 and len(ex4_times) == len(seed_loaders) and all(len(v) % ex4_epochs == 0 and len(v) // ex4_epochs > SEED_SKIP for v in ex4_times.values())

@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.5 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -16,16 +16,21 @@
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import inspect
+import math
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from fastloops_helpers import config, measure
+from fastloops_helpers import BatchLoader, config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import ffcv_io
-from fastloops_helpers.experiments import bandwidth, shuffle
+from fastloops_helpers.experiments import bandwidth
 # VARIANTS: the inner shuffles grouped_permutation reuses (16); _check: the argument check the orders share
 from fastloops_helpers.load.order import VARIANTS, _check, _fill_groups, grouped_permutation
 from fastloops_helpers.measure import plots
@@ -55,8 +60,7 @@ print(f"N swept: {SIZES} + headline 2^{int(np.log2(N_HEADLINE))}; quality on {QU
 # once, and swap every entry with one at a random place, drawing one random number per index. These three are the
 # full shuffles timed below:
 
-# %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.shuffle
+# %% slideshow={"slide_type": "-"}
 def numpy_permutation(n: int, rng: np.random.Generator) -> np.ndarray:
     """numpy's full shuffle into a new array: Fisher-Yates, one random draw and one swap per index."""
     return rng.permutation(n)
@@ -72,11 +76,11 @@ def torch_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
     return torch.randperm(n, generator=generator, device=generator.device)
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The slide's remedy, as it reads: cut `range(n)` into consecutive groups, shuffle the order of the groups, then
 # the indices inside every group.
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 #@save fastloops_helpers.teach.quasi_random
 def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """The slide's fast shuffle as it reads: shuffle the order of the groups, then the indices inside each group."""
@@ -85,7 +89,7 @@ def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generato
     return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
 
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # It still draws n random numbers (one `randperm` per group), but every swap stays inside a group small enough
 # for the cache, and it makes one Python call per group. The helpers' `grouped_permutation` (in `load.order`,
 # what `BatchLoader(shuffle="grouped")` uses) draws far fewer: it shuffles the order of the groups, then reorders
@@ -112,14 +116,34 @@ for name, perm in small.items():
     print(f"{name} is a permutation of range(23): {sorted(perm.tolist()) == list(range(23))}, dtype {perm.dtype}")
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# `shuffle.time_permutations` times these contenders at every N, interleaved: the three full shuffles, the slide's
-# grouped shuffle and the helpers', each the object the notebook holds, handed over in `contenders`.
-# `shuffle.permuters` makes one permutation per call of each:
+# Section 2 times these contenders at every N, interleaved: the three full shuffles, the slide's grouped shuffle and
+# the helpers'. `permuters` makes one permutation per call of each. It calls the functions above by name when it runs,
+# so a cell that is edited and re-run is what gets timed:
 
 # %% slideshow={"slide_type": "subslide"}
-contenders = shuffle.Contenders(permutation=numpy_permutation, shuffle=numpy_shuffle, randperm=torch_randperm,
-                                slide=slide_grouped_permutation, grouped=grouped_permutation)
-show_code(shuffle.permuters)
+FULL = ("numpy permutation", "numpy shuffle (in place)", "torch randperm")  # the full shuffles
+
+
+def permuters(n: int, group_size: int, seed: int = 0) -> dict[str, Callable[[], Any]]:
+    """Return {method: fn()} making one permutation of range(n) per call (on the GPU too, when there is one)."""
+    rng, gen, index = np.random.default_rng(seed), torch.Generator().manual_seed(seed), np.arange(n)
+    fns = {"numpy permutation": lambda: numpy_permutation(n, rng),
+           "numpy shuffle (in place)": lambda: numpy_shuffle(index, rng),
+           "torch randperm": lambda: torch_randperm(n, gen),
+           f"slide's grouped (g={group_size})": lambda: slide_grouped_permutation(n, group_size, gen),
+           f"grouped_permutation (g={group_size})": lambda: grouped_permutation(n, group_size, gen)}
+    if config.device().type == "cuda":
+        cuda_gen = torch.Generator("cuda").manual_seed(seed)
+        fns["torch randperm (cuda)"] = lambda: torch_randperm(n, cuda_gen)
+        fns["grouped_permutation (cuda)"] = lambda: grouped_permutation(n, group_size, cuda_gen)
+    return fns
+
+
+# %% slideshow={"slide_type": "subslide"}
+for name, make in permuters(1000, 64).items():
+    found = make()  # numpy's in-place shuffle returns None
+    assert found is None or sorted(torch.as_tensor(found).tolist()) == list(range(1000)), name
+print("every contender makes a permutation of range(1000), the last group partial (1000 = 15 x 64 + 40)")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. What does a permutation cost?
@@ -143,16 +167,41 @@ floor = N_HEADLINE * 8 * 2 / (bw * 1e9)  # write the int64 index once, read it o
 print(f"copy bandwidth here: {bw:.1f} GB/s -> streaming 2^{int(np.log2(N_HEADLINE))} int64 indices "
       f"through memory once takes about {floor * 1e3:.0f} ms")
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-result = shuffle.cost_curve(SIZES, N_HEADLINE, GROUP_SIZE, REPEAT, contenders=contenders)
-table = result.table()
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# **Measure.** `time_permutations` times every contender at one N, interleaved: one permutation of each per round,
+# in a fresh random order every round, after one warm-up call each. Each row holds a method's median and, as
+# `speedup_over_full`, the median over rounds of the fastest full shuffle's time over its own in the same round:
+
+# %% slideshow={"slide_type": "subslide"}
+def time_permutations(n: int, group_size: int, repeat: int) -> list[dict[str, Any]]:
+    """Time every permuter at size `n`, interleaved; one row per method with median seconds and ns per index."""
+    seconds = measure.interleaved(permuters(n, group_size), repeat=repeat, warmup=1, shuffle=True)
+    fastest = min(FULL, key=lambda m: measure.median(seconds[m]))
+    rows = []
+    for name, values in seconds.items():
+        t = measure.median(values)
+        rows.append({"n": n, "method": name, "seconds": t, "p95_s": measure.p95(values), "ns_per_index": t / n * 1e9,
+                     "gb_per_s_written": n * 8 / t / 1e9, "speedup_over_full": measure.ratio(seconds, fastest, name)})
+    return rows
+
+
+def cost_curve(sizes: Iterable[int], n_headline: int, group_size: int, repeat: int) -> list[dict[str, Any]]:
+    """Time full and grouped permutations at every N of `sizes` and at `n_headline`: one row per method and N."""
+    sizes = sorted(set(sizes) | {n_headline})
+    return [row for n in measure.progress(sizes, desc="N") for row in time_permutations(n, group_size, repeat)]
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+cost_rows = cost_curve(SIZES, N_HEADLINE, GROUP_SIZE, REPEAT)
+table = pd.DataFrame(cost_rows)
 table.pivot(index="n", columns="method", values="ns_per_index").round(1)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 fig = plots.lines(table, x="n", y="seconds", hue="method", title="One permutation of range(N)",
                   xlabel="N (indices)", ylabel="seconds (median)")
 plots.save(fig, "04_fast_shuffle-cost")
-full = table[table.method.isin(shuffle.FULL)]
+full = table[table.method.isin(FULL)]
 fastest_full = full.loc[full.n == N_HEADLINE, "seconds"].min()
 ns_small, ns_big = (full.loc[full.n == n, "ns_per_index"].min() for n in (min(full.n), N_HEADLINE))
 print(f"fastest full permutation at 2^{int(np.log2(N_HEADLINE))}: {fastest_full:.2f} s, "
@@ -266,13 +315,103 @@ def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 print(quasi_random_permutation(24, 6, 2, np.random.default_rng(0)).tolist())
 
+
 # %% [markdown] slideshow={"slide_type": "-"}
-# `shuffle.quality_rows` measures the class mix of each order on the sorted data (labels in blocks of N / 10),
-# and trains a small MLP for a few epochs with SGD on the data in that order, then tests it on a held-out set.
+# The data: overlapping Gaussian blobs, one per class, stored sorted by class (labels in blocks of N / 10), the worst
+# case for groups. A second draw around the same centres is the test set:
+
+# %% slideshow={"slide_type": "-"}
+def sorted_blobs(n: int, classes: int = 10, features: int = 32, seed: int = 0,
+                 split: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Return (X, y): overlapping Gaussian blobs, one per class, sorted by class (the worst case for groups).
+
+    The class centres depend on `seed` only; `split` draws other samples around the same centres (a test set).
+    """
+    centres = torch.randn(classes, features, generator=torch.Generator().manual_seed(seed)) * 0.6
+    y = torch.arange(n) * classes // n
+    X = centres[y] + torch.randn(n, features, generator=torch.Generator().manual_seed(seed * 1000 + split + 1))
+    return X, y
+
+
+assert torch.equal(sorted_blobs(50)[1], torch.arange(50) // 5)  # 10 classes in sorted blocks of 5
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# What an order does to training: a small MLP trained with SGD for a few epochs on the batches in that order, then
+# tested on the held-out set. One torch thread, since for a model this small more threads only add synchronisation
+# (badly so on a busy machine):
+
+# %% slideshow={"slide_type": "subslide"}
+def train_accuracy(batches: Callable[[int], Iterable[tuple[torch.Tensor, torch.Tensor]]], epochs: int,
+                   test: tuple[torch.Tensor, torch.Tensor], classes: int = 10, seed: int = 0) -> float:
+    """Train a small MLP with SGD on `batches(epoch)` for `epochs`; return its test accuracy."""
+    torch.manual_seed(seed)
+    X_test, y_test = test
+    with measure.torch_threads(1):
+        model = torch.nn.Sequential(torch.nn.Linear(X_test.shape[1], 64), torch.nn.ReLU(),
+                                    torch.nn.Linear(64, classes))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+        for epoch in range(epochs):
+            for xb, yb in batches(epoch):
+                opt.zero_grad(set_to_none=True)
+                torch.nn.functional.cross_entropy(model(xb), yb).backward()
+                opt.step()
+        with torch.no_grad():
+            return float((model(X_test).argmax(1) == y_test).float().mean())
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The orders, as `epoch -> batches`: the helpers' `BatchLoader` makes the full and the grouped shuffles (a new one per
+# epoch after `set_epoch`); FFCV's order comes from the replica above, with 2 x batch_size pages open:
+
+# %% slideshow={"slide_type": "subslide"}
+def epochs_of(loader: BatchLoader) -> Callable[[int], Iterable[Any]]:
+    """Return epoch -> `loader` set to that epoch (a BatchLoader reshuffles per epoch)."""
+    return lambda epoch: (loader.set_epoch(epoch), loader)[1]
+
+
+def quasi_batches(X: torch.Tensor, y: torch.Tensor, batch_size: int, page_size: int,
+                  seed: int) -> Callable[[int], Iterator[tuple[torch.Tensor, torch.Tensor]]]:
+    """Return epoch -> batches in FFCV's QUASI_RANDOM order (pages of `page_size`, 2 x batch_size open)."""
+    def epoch_batches(epoch: int) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        rng = np.random.default_rng([seed, epoch])
+        order = torch.from_numpy(quasi_random_permutation(len(y), page_size, 2 * batch_size, rng))
+        for index in order.split(batch_size):
+            yield X[index], y[index]
+    return epoch_batches
+
+
+# %% slideshow={"slide_type": "-"}
+seen = [xb[:, 0] for xb, _ in quasi_batches(torch.arange(50)[:, None], torch.zeros(50), 10, 5, seed=0)(0)]
+assert sorted(torch.cat(seen).tolist()) == list(range(50)) and [len(s) for s in seen] == [10] * 5
+assert not torch.equal(torch.cat(seen), torch.arange(50))  # shuffled
+print("one quasi-random epoch: 5 batches of 10, every sample once, not in stored order")
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# `quality_rows` measures the class mix of each order on the sorted data, and trains on the data in that order:
+
+# %% slideshow={"slide_type": "-"}
+def quality_rows(n: int, group_sizes: Iterable[int], batch_size: int = 100, epochs: int = 2, classes: int = 10,
+                 seed: int = 0) -> list[dict[str, Any]]:
+    """Class mix per batch (entropy, bits) and test accuracy after a short run, per order and group size."""
+    X, y = sorted_blobs(n, classes, seed=seed)
+    test = sorted_blobs(n // 5, classes, seed=seed, split=1)
+    gen = torch.Generator().manual_seed(seed)
+    full = BatchLoader((X, y), batch_size, shuffle=True, seed=seed)
+    orders = [("full shuffle", n, epochs_of(full), partial(torch.randperm, n, generator=gen))]
+    for g in group_sizes:
+        grouped = BatchLoader((X, y), batch_size, shuffle="grouped", seed=seed, group_size=g)
+        orders.append(("grouped", g, epochs_of(grouped), partial(grouped_permutation, n, g, gen)))
+        orders.append(("FFCV quasi-random", g, quasi_batches(X, y, batch_size, g, seed), partial(
+            quasi_random_permutation, n, g, 2 * batch_size, np.random.default_rng(seed))))
+    return [{"order": name, "group_size": g, "entropy_bits": batch_class_entropy(y, order(), batch_size, classes),
+             "test_accuracy": train_accuracy(batches, epochs, test, classes, seed)}
+            for name, g, batches, order in measure.progress(orders, desc="orders")]
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-quality = pd.DataFrame(shuffle.quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS,
-                                        quasi=quasi_random_permutation, entropy_of=batch_class_entropy))
+quality = pd.DataFrame(quality_rows(QUALITY_N, GROUP_SIZES, BATCH_SIZE, EPOCHS))
 quality.round(3)
 
 
@@ -305,18 +444,33 @@ fig = plots.lines(swept, x="group_size", y="test_accuracy", hue="order", logy=Fa
                   xlabel="group / page size (indices)", ylabel="test accuracy")
 _ = plots.save(fig, "04_fast_shuffle-quality")
 
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. Speed against quality
 #
 # Small groups mix well but draw more random numbers and gather more rows; large groups are cheap but mix
-# badly. `shuffle.group_size_speed` times `grouped_permutation` at the headline N for each group size of the
+# badly. `group_size_speed` times `grouped_permutation` at the headline N for each group size of the
 # sweep, interleaved with the fastest full permutation, and we put the speed-up next to the class-mix entropy
 # it gives.
 
+# %% slideshow={"slide_type": "subslide"}
+def group_size_speed(n: int, group_sizes: Iterable[int], repeat: int, full_method: str = "torch randperm",
+                     seed: int = 0) -> list[dict[str, Any]]:
+    """Time the grouped permutation at size `n` per group size, interleaved with the full permutation `full_method`."""
+    if full_method not in FULL:
+        raise ValueError(f"full_method must be one of {FULL}, got {full_method!r}")
+    gen = torch.Generator().manual_seed(seed)
+    fns: dict[str | int, Callable[[], Any]] = {full_method: permuters(n, 1, seed)[full_method]}
+    fns |= {g: partial(grouped_permutation, n, g, gen) for g in group_sizes}
+    seconds = measure.interleaved(fns, repeat=repeat, warmup=1, desc="group sizes", shuffle=True)
+    return [{"group_size": g, "seconds": measure.median(seconds[g]), "full_method": full_method,
+             "full_seconds": measure.median(seconds[full_method]),
+             "speedup_over_full": measure.ratio(seconds, full_method, g)} for g in group_sizes]
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 fastest_method = full.loc[full.n == N_HEADLINE].sort_values("seconds").method.iloc[0]
-speed = pd.DataFrame(shuffle.group_size_speed(N_HEADLINE, GROUP_SIZES, REPEAT, full_method=fastest_method,
-                                             contenders=contenders))
+speed = pd.DataFrame(group_size_speed(N_HEADLINE, GROUP_SIZES, REPEAT, full_method=fastest_method))
 grouped_q = quality[quality.order == "grouped"].set_index("group_size")
 trade = speed.assign(entropy_bits=grouped_q.loc[speed.group_size, "entropy_bits"].values,
                      test_accuracy=grouped_q.loc[speed.group_size, "test_accuracy"].values)
@@ -386,12 +540,64 @@ if HAVE_FFCV:
 else:
     print(f"skipped the comparison with FFCV's own QUASI_RANDOM order: {why}")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The file: `FFCV_ROWS` rows sorted by class in 10 blocks, as in section 3, each `FFCV_ROW_BYTES` of float32 with the
 # row's index in its first column, so that the order is read back from the batches FFCV yields, not re-derived:
 
 # %% slideshow={"slide_type": "-"}
-show_code(shuffle.write_sorted_beton, ffcv_io.loader_orders)
+def write_sorted_beton(path: Path, n: int, row_bytes: int, classes: int = 10) -> tuple[Path, np.ndarray]:
+    """Write `n` rows of `row_bytes` (float32, each row's index in its first column) and labels sorted in `classes`
+    blocks, as `sorted_blobs`' are, as a table `.beton`; return its path and labels. An existing file is kept."""
+    labels = np.arange(n) * classes // n
+    if not path.exists():
+        X = np.zeros((n, row_bytes // 4), dtype=np.float32)
+        X[:, 0] = np.arange(n)
+        ffcv_io.write_table_beton(path, X, labels)
+    return path, labels
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The helpers' `ffcv_io.loader_orders` runs FFCV's `Loader` over the file with `QUASI_RANDOM` and reads each epoch's
+# order back from the first column, with each row's storage page from the file's allocation table:
+
+# %% slideshow={"slide_type": "subslide"}
+show_code(ffcv_io.loader_orders)
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# Each order is summed up by its class mix, the storage pages a batch touches, and the pages read in the first quarter
+# of the epoch; `ffcv_order_rows` averages these over epochs for FFCV's own order, for the replica on the file's pages
+# and for a full shuffle:
+
+# %% slideshow={"slide_type": "subslide"}
+def order_stats(order: np.ndarray, labels: np.ndarray, pages: np.ndarray, batch_size: int) -> dict[str, float]:
+    """Return the class mix of `order`'s batches, the pages per batch and the pages its first quarter reads."""
+    batches = order[: len(order) // batch_size * batch_size].reshape(-1, batch_size)
+    return {"entropy_bits": batch_class_entropy(labels, order, batch_size),
+            "pages_per_batch": float(np.mean([len(np.unique(pages[b])) for b in batches])),
+            "pages_in_first_quarter": len(np.unique(pages[order[: len(order) // 4]]))}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def ffcv_order_rows(path: Path, labels: np.ndarray, batch_sizes: Iterable[int], epochs: int) -> list[dict[str, Any]]:
+    """Mean `order_stats` over `epochs` of FFCV's QUASI_RANDOM order over `path`, of the replica on the same pages
+    (rows per storage page, 2 x batch_size open) and of a full shuffle; `labels` in row order."""
+    rows = []
+    for b in batch_sizes:
+        real, pages = ffcv_io.loader_orders(path, b, epochs)
+        page_size = int(np.bincount(pages).max())
+        if not np.array_equal(pages - pages.min(), np.arange(len(pages)) // page_size):
+            raise ValueError(f"{path} does not store its rows in runs of {page_size}, the replica's pages")
+        orders = {"FFCV Loader, QUASI_RANDOM": real,
+                  "replica": [quasi_random_permutation(len(labels), page_size, 2 * b, np.random.default_rng(s))
+                              for s in range(epochs)],
+                  "full shuffle": [np.random.default_rng(s).permutation(len(labels)) for s in range(epochs)]}
+        for name, found in orders.items():
+            stats = pd.DataFrame([order_stats(o, labels, pages, b) for o in found]).mean()
+            rows.append({"order": name, "batch_size": b, "open_pages": 2 * b, "page_size": page_size, **stats})
+    return rows
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** 8 MiB / 16 KiB = 512 rows per page, so 4,096 rows fill 8 pages. At a batch of 100, up to 200 pages
@@ -404,10 +610,12 @@ show_code(shuffle.write_sorted_beton, ffcv_io.loader_orders)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 if HAVE_FFCV:
-    beton, ffcv_labels = shuffle.write_sorted_beton(config.data_dir() / f"sorted-{FFCV_ROWS}x{FFCV_ROW_BYTES}B.beton",
-                                                    FFCV_ROWS, FFCV_ROW_BYTES)  # written once, then reused
-    ffcv_order = pd.DataFrame(shuffle.ffcv_order_rows(beton, ffcv_labels, (BATCH_SIZE, FFCV_SMALL_BATCH), FFCV_EPOCHS,
-                                                      quasi=quasi_random_permutation))
+    beton, ffcv_labels = write_sorted_beton(config.data_dir() / f"sorted-{FFCV_ROWS}x{FFCV_ROW_BYTES}B.beton",
+                                            FFCV_ROWS, FFCV_ROW_BYTES)  # written once, then reused
+    beton_written = beton.stat().st_mtime_ns
+    assert write_sorted_beton(beton, FFCV_ROWS, FFCV_ROW_BYTES)[0].stat().st_mtime_ns == beton_written  # kept
+    assert (np.diff(ffcv_labels) >= 0).all() and len(np.unique(ffcv_labels)) == 10  # sorted in 10 blocks
+    ffcv_order = pd.DataFrame(ffcv_order_rows(beton, ffcv_labels, (BATCH_SIZE, FFCV_SMALL_BATCH), FFCV_EPOCHS))
 else:
     ffcv_order = pd.DataFrame()
     print(f"skipped: {why}")
@@ -425,6 +633,9 @@ for b, suffix in ((BATCH_SIZE, ""), (FFCV_SMALL_BATCH, "_small_batch")) if HAVE_
     expected = k * (1 - (1 - 1 / k) ** b)  # distinct pages among b uniform picks of k
     _ = measure.predicted(f"FFCV, pages per batch of {b} ({k} of {pages} pages open)", 0.95 * expected,
                           expected + 0.01, row.loc["ffcv", "pages_per_batch"], fmt=".2f")
+    if k < pages <= 2 * k:  # a quarter epoch draws about half of each open page: none runs out, no other opens
+        assert row.loc["ffcv", "pages_in_first_quarter"] == row.loc["replica", "pages_in_first_quarter"] == k
+        assert row.loc["full", "pages_in_first_quarter"] == pages
     print("  FFCV / replica / full shuffle: class mix " + " / ".join(f"{h:.2f}" for h in row.entropy_bits)
           + " bits; the first quarter reads " + " / ".join(f"{p:.0f}" for p in row.pages_in_first_quarter) + " pages")
 if not HAVE_FFCV:
@@ -444,6 +655,7 @@ if HAVE_FFCV:
 else:
     print(f"no figure: {why}")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Where FFCV is installed, the printed lines set its order beside the replica's on the same pages. The algorithm is the
 # same, so where they part it is the pages that differ, not the steps: a real file's pages hold as many samples as fit
@@ -453,9 +665,27 @@ else:
 # regime; a small `.beton` of small rows is always the first. The class mix on sorted data stays close to a full
 # shuffle's in both, because the open pages are a random draw of the file's pages and each is shuffled inside.
 
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+def headline(rows: list[dict[str, Any]], n: int, method: str = "grouped_permutation (g=") -> float:
+    """Return how many times faster `method` (a name's start) is than the fastest full CPU permutation at `n`."""
+    return next(r["speedup_over_full"] for r in rows if r["n"] == n and r["method"].startswith(method))
+
+
+def cost_figures(rows: list[dict[str, Any]], n: int) -> dict[str, float]:
+    """Return the cost curve's figures: the speed-ups at `n` (the headline N), the medians behind them in ns per
+    index, and the fastest full shuffle's ns per index at the smallest N."""
+    ns = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == n}
+    smallest = {r["method"]: r["ns_per_index"] for r in rows if r["n"] == min(r["n"] for r in rows)}
+    grouped, slide = (next(v for m, v in ns.items() if m.startswith(s)) for s in ("grouped_perm", "slide's"))
+    return {f"grouped_speedup_2p{round(math.log2(n))}": headline(rows, n), "grouped_speedup_headline": headline(rows, n),
+            "slide_grouped_speedup_headline": headline(rows, n, "slide's grouped (g="),
+            "fastest_full_ns_per_index": min(ns[m] for m in FULL), "grouped_ns_per_index": grouped,
+            "slide_grouped_ns_per_index": slide, "fastest_full_ns_per_index_smallest": min(smallest[m] for m in FULL)}
+
+
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 quasi = quality[quality.order == "FFCV quasi-random"]
-figures = dict(result.figures, **ffcv_figures, full_entropy_bits=full_h, full_test_accuracy=full_acc,
+figures = dict(cost_figures(cost_rows, N_HEADLINE), **ffcv_figures, full_entropy_bits=full_h, full_test_accuracy=full_acc,
                grouped_entropy_largest_over_full=grouped_q.loc[max(GROUP_SIZES), "entropy_bits"] / full_h,
                quasi_random_entropy_min_over_full=quasi.entropy_bits.min() / full_h)
 figures.update({f"grouped_entropy_g{g}": h for g, h in grouped_q.entropy_bits.items()})
@@ -463,8 +693,9 @@ figures.update({f"grouped_speedup_g{g}": s for g, s in zip(trade.group_size, tra
 # the medians behind those speed-ups, from the same rounds
 figures.update({f"grouped_ns_per_index_g{g}": t / N_HEADLINE * 1e9 for g, t in zip(trade.group_size, trade.seconds)})
 figures["group_sweep_full_ns_per_index"] = trade.full_seconds.iloc[0] / N_HEADLINE * 1e9
-path = measure.save_results("04_fast_shuffle", figures, rows=result.rows + quality.to_dict("records"),
-                           knobs=dict(result.knobs, group_sizes=GROUP_SIZES, quality_n=QUALITY_N,
+path = measure.save_results("04_fast_shuffle", figures, rows=cost_rows + quality.to_dict("records"),
+                           knobs=dict(group_size=GROUP_SIZE, sizes=sorted(set(SIZES) | {N_HEADLINE}),
+                                      n_headline=N_HEADLINE, threads=torch.get_num_threads(), group_sizes=GROUP_SIZES, quality_n=QUALITY_N,
                                       batch_size=BATCH_SIZE, epochs=EPOCHS), repeats=REPEAT)
 print("saved", path.name)
 
@@ -522,7 +753,7 @@ claims.check("quasi_random_replica_matches_ffcv", figures, why=why)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex1_y = shuffle.sorted_blobs(QUALITY_N)[1]  # the class-sorted labels of section 3
+ex1_y = sorted_blobs(QUALITY_N)[1]  # the class-sorted labels of section 3
 ex1_p = torch.randperm(QUALITY_N, generator=torch.Generator().manual_seed(1))
 ex1 = pd.DataFrame([{"group_size": g,
                      "sorted data": batch_class_entropy(ex1_y, ex1_perm, BATCH_SIZE, 10),
@@ -552,7 +783,7 @@ assert len(torch.unique(ex2[1].view(-1, ex2_g) % ex2_g, dim=0)) == 1
 assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# **3.** Call `torch.set_num_threads(1)` and time the permutations again (`shuffle.time_permutations` at the
+# **3.** Call `torch.set_num_threads(1)` and time the permutations again (`time_permutations` at the
 # largest N of `SIZES`), then restore the thread count. Which method's time changes the most, and why?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
@@ -561,7 +792,7 @@ def ex3_seconds(threads: int) -> dict[str, float]:
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        found = shuffle.time_permutations(max(SIZES), GROUP_SIZE, REPEAT, contenders=contenders)
+        found = time_permutations(max(SIZES), GROUP_SIZE, REPEAT)
     finally:
         torch.set_num_threads(before)
     return {r["method"]: r["seconds"] for r in found}
@@ -575,7 +806,7 @@ print(f"changed the most with one thread: {ex3_most} ({ex3.loc[ex3_most, 'one th
 print("numpy's shuffles run on one thread anyway; torch's ops may split work across threads, which helps on an "
       "idle machine and costs a synchronisation when another process holds a core (single runs)")
 ex3_threads = torch.get_num_threads()
-assert set(ex3.index) >= set(shuffle.FULL) and ex3.shape[1] == len({ex3_threads, 1}) + 1  # every method, each count
+assert set(ex3.index) >= set(FULL) and ex3.shape[1] == len({ex3_threads, 1}) + 1  # every method, each count
 assert ex3_threads == max(int(c.split()[0]) for c in ex3.columns[:-1])  # the thread count is restored afterwards
 
 # %% [markdown] slideshow={"slide_type": "-"}

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~2.7 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~9.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -301,7 +301,7 @@ def make_loaders(data: dict[str, Any], batch_size: int, device: torch.device, re
     return loaders
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # BatchLoader (notebook 03) gathers the memmap's rows a chunk of batches at a time
 show_code(BatchLoader._iter_gathered)
 
@@ -309,19 +309,19 @@ show_code(BatchLoader._iter_gathered)
 # A center crop of 2/3 of the side resized to 32 is the same region as a resize to 48 cropped to 32, so all
 # loaders serve the same pictures; the batched transform reproduces Pillow's to within rounding:
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 batched = resize_crop(torch.from_numpy(images[:16]).permute(0, 3, 1, 2).contiguous()).float()
 per_sample = torch.stack([cifar10.PillowResizeCrop(resize, crop)(im) for im in images[:16]]) * 255
 print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample).abs().mean() < 2))
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction (load only).** The DataLoader pays per image: a Pillow resize to 48 x 48, a crop, a conversion
 # to float, then collate; tens of microseconds each, so a few ms per batch of 128. FFCV crops and resizes
 # with compiled code per image, without Python: well under a millisecond per batch. The helpers do the
 # resize for a whole batch in one vectorised uint8 kernel over the window the crop keeps (about 23 x 23 of the
 # 32 x 32 pixels) and the precomputed variant only copies 128 x 3 KB.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 loaders = make_loaders(data, batch_size, device, resize, crop, seed=seed, num_workers=num_workers,
                        resize_crop=resize_crop)  # the cell's ResizeCenterCrop
 for name, loader in loaders.items():

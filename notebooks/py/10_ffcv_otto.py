@@ -528,9 +528,10 @@ side_by_side.round(1)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Forward and loss without the backward pass and the optimizer step is a fraction of the project's full step, so
-# under the seed's protocol the loader is a larger share of each batch and the uplift moves towards the load-only
-# gap (the two tables above show how far, on this machine). On a GPU, where the forward pass of this MLP is nearly free, the seed's protocol
-# measures almost only the loader: that is how the seed arrived at its figure.
+# under the seed's protocol the loader is a larger share of each batch and the uplift should move towards the
+# load-only gap; the two tables above show whether it does on this machine (its per-round interval, in the takeaway,
+# says how much a busy machine blurs it). On a GPU, where the forward pass of this MLP is nearly free, the seed's
+# protocol measures almost only the loader: that is how the seed arrived at its figure.
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Same data, same accuracy

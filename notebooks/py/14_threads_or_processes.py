@@ -6,7 +6,7 @@
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
 # | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
 # | **GPU** | not needed: everything here is CPU work |
-# | **Run time** | <!-- run-time --> workshop ~1.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~7.5 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # The DataLoader parallelises `__getitem__` over worker *processes*: each worker starts (fork, forkserver or
 # spawn), gets a copy of the dataset, and ships every batch back through shared memory. Threads avoid all three
@@ -23,20 +23,28 @@
 # 6. what free-threaded Python and Python 3.14's forkserver default would change.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import gc
+import json
+import multiprocessing
 import os
-from collections.abc import Iterator
-from typing import Any
+import pickle
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import pandas as pd
+import psutil
 import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers import ThreadLoader, config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.data.jpeg_folder import pil_loader
-from fastloops_helpers.experiments import threads
+from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
+from fastloops_helpers.experiments import imagefolder as imf
+from fastloops_helpers.load import transforms as T
 from fastloops_helpers.measure import timeline
+from fastloops_helpers.measure.stats import HIGH, LOW
 
 cores = os.cpu_count()  # the most CPU work that can run at once
 print(config.describe().split(", data=")[0])
@@ -52,15 +60,34 @@ rounds = config.size("threads.rounds")              # head-to-head rounds (one e
 gil_images = config.size("threads.gil_images")      # images per GIL-share round and contender: more, less noise
 step_ms = config.size("anatomy.step_ms")            # section 5's stand-in GPU step per batch (it sleeps: CPU is free)
 timeline_batches = 12                               # batches section 5 records per loader: more, longer timelines
+gil_n = 2                                           # section 1's threads and processes: the fewest that contend
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-ds = threads.dataset()                  # the synthetic ImageFolder's train split, decoded at every access
+RESIZE, CROP = 256, 224                 # the shorter side after the resize, then the centre crop (ImageNet's)
+decode = T.ValSampleTransform(RESIZE, CROP).precompute  # PIL image -> resize, centre crop, uint8 CHW tensor
+ds = ImageFolder(synthetic_imagefolder() / "train", transform=decode)  # decoded at every access
 torch.set_num_threads(1)                # as DataLoader does in each worker, for the whole notebook (exercise 4)
-skipped = threads.skipped()
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+def has(module):
+    """Return whether the optional `module` imports here (not if missing, or if its native library is broken)."""
+    try:
+        __import__(module)
+        return True
+    except Exception:
+        return False
+
+
+skipped = {"spdl.io decoders": "spdl.io's decoders need FFmpeg 6+ (Debian 12 ships 5.1): SPDL runs the same Pillow "
+                               "function here"}
+for module, extra in (("spdl.pipeline", "spdl-core"), ("torchdata.nodes", "torchdata")):
+    if not has(module):
+        skipped[module] = f"not installed: pip install '.[threads]' (needs {extra})"
 for what, why in skipped.items():
     print(f"skipped {what}: {why}")
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 print("ThreadLoader batches per epoch == ceil(images / batch size):",
       len(ThreadLoader(ds, batch_size, threads=n_threads)) == -(-len(ds) // batch_size))
 print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
@@ -72,10 +99,10 @@ print("sample shape and dtype:", tuple(ds[0][0].shape), ds[0][0].dtype)
 # (`pil_loader`), resize the shorter side to 256, cut the centre 224 x 224, return a uint8 CHW tensor. The
 # DataLoader and torchdata.nodes run it in worker processes, so it lives in the package, where a worker can import
 # it; the cell below renders the package's code from the objects that run (the `ImageFolder` calls
-# `pil_loader`, then `Decode`).
+# `pil_loader`, then the transform's `precompute`).
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(threads.dataset, threads.Decode, pil_loader)  # what every pipeline runs per sample
+show_code(pil_loader, T.ValSampleTransform.precompute)  # what every pipeline runs per sample
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers' `ThreadLoader` runs that `__getitem__` on a pool of threads in this process. Its `__iter__` takes
@@ -109,13 +136,131 @@ show_code(ThreadLoader._load, ThreadLoader._run)  # the call each thread makes, 
 # contender is timed once per round, in a new order each round, and s is taken per round with the interval of
 # its median. The Python around a decode is tens of µs against a decode of 1 to 2 ms: s between 0 and 0.2.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The protocol, in the cells below. `picks` spreads the timed images over the folder and `fetch` is one thread's
+# work; a forked process runs the same `ds[i]` on the dataset it inherited (`pool_fetch`) and sends back only a
+# count, so that nothing is pickled but the indices.
+
+# %% slideshow={"slide_type": "-"}
+ONE_THREAD = "one thread"  # the contender that fetches alone: the reference of every speed-up
+
+
+def picks(ds, images):
+    """Return `images` indices spread evenly over `ds`."""
+    return range(0, len(ds), max(1, len(ds) // images))[:images]
+
+
+def fetch(ds, indices):
+    """Fetch the samples `indices` of `ds` on this thread (read, decode, resize, crop)."""
+    return [ds[i] for i in indices]
+
+
 # %% slideshow={"slide_type": "subslide"}
-show_code(threads.gil_rounds, threads.gil_shares, threads.amdahl, threads.crossover_cores)  # timed next
+pool_ds = None  # the dataset of a GIL-round process, inherited through fork
+
+
+def pool_start(ds):
+    """Set up a GIL-round process: keep `ds`, and run torch on one thread, as a DataLoader worker does."""
+    global pool_ds
+    pool_ds = ds
+    torch.set_num_threads(1)
+
+
+def pool_fetch(chunk):
+    """Fetch the samples `chunk` of the inherited dataset and keep nothing: only the count goes back."""
+    for i in chunk:
+        pool_ds[i]
+    return len(chunk)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def gil_rounds(ds, images, rounds, n):
+    """Time one thread, `n` threads, `n` forked processes and an `n`-worker DataLoader on the same samples,
+    interleaved over `rounds`; return {contender: images/s per round}."""
+    indices = list(picks(ds, images))
+    size = max(1, len(indices) // (4 * n))  # 4 chunks per thread or process: none waits long for the last one
+    chunks = [indices[i:i + size] for i in range(0, len(indices), size)]
+    fork = multiprocessing.get_context("fork")
+    with ThreadPoolExecutor(n) as pool, fork.Pool(n, pool_start, (ds,)) as procs:
+        loader = DataLoader(torch.utils.data.Subset(ds, indices), 8, num_workers=n, persistent_workers=True)
+        seconds = measure.interleaved({
+            ONE_THREAD: partial(fetch, ds, indices),
+            f"{n} threads": lambda: list(pool.map(partial(fetch, ds), chunks)),
+            f"{n} processes": lambda: procs.map(pool_fetch, chunks, chunksize=1),
+            f"DataLoader, {n} workers": measure.drain(loader),
+        }, repeat=rounds, warmup=1, shuffle=True)
+        del loader  # its workers stop before the pool's
+    return {name: [len(indices) / s for s in values] for name, values in seconds.items()}
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# Per round, the arithmetic above turns the rates into s and o. With n threads and n processes in general,
+# processes / threads = 1 + (n - 1) s. Amdahl's law and the crossover turn them into predictions; the asserts check
+# each formula on numbers worked by hand.
+
+# %% slideshow={"slide_type": "-"}
+def gil_shares(rates, n):
+    """Return, per round of `gil_rounds`, the GIL-held share s of a sample and the DataLoader's overhead o."""
+    procs, thr, dl = rates[f"{n} processes"], rates[f"{n} threads"], rates[f"DataLoader, {n} workers"]
+    return {"gil_share": [(p / t - 1) / (n - 1) for p, t in zip(procs, thr)],  # processes / threads = 1 + (n-1) s
+            "dataloader_overhead": [p / d - 1 for p, d in zip(procs, dl)]}
+
+
+# s = 0.25: 2 threads speed up 1 / (0.25 + 0.75 / 2) = 1.6x where 2 processes speed up 2x
+assert gil_shares({"2 processes": [200.0], "2 threads": [160.0], "DataLoader, 2 workers": [160.0]}, 2) == {
+    "gil_share": [0.25], "dataloader_overhead": [0.25]}
+assert abs(gil_shares({"4 processes": [400.0], "4 threads": [100 / (0.25 + 0.75 / 4)],
+                       "DataLoader, 4 workers": [320.0]}, 4)["gil_share"][0] - 0.25) < 1e-12
+
+
+# %% slideshow={"slide_type": "subslide"}
+def amdahl(share, n):
+    """Return the speed-up of `n` threads when `share` of each sample's time holds the GIL (1 / share at most)."""
+    return 1 / (max(share, 0.0) + (1 - max(share, 0.0)) / n)
+
+
+def crossover_cores(share, overhead):
+    """Return the cores above which processes (C / (1 + o)) beat threads (`amdahl`): C > 1 + o / s.
+
+    Infinite at s <= 0 (nothing holds the GIL: threads never lose), 1 at o <= 0 (processes never lose)."""
+    return float("inf") if share <= 0 else 1 + max(overhead, 0.0) / share
+
+
+assert abs(amdahl(0.25, 2) - 1.6) < 1e-12 and abs(amdahl(0.25, 10**9) - 4) < 1e-6 and amdahl(-0.1, 4) == 4
+assert abs(crossover_cores(0.1, 0.3) - 4) < 1e-12 and abs(4 / 1.3 - amdahl(0.1, 4)) < 1e-12  # equal speed-ups there
+assert crossover_cores(0.0, 0.3) == float("inf") and crossover_cores(0.1, -0.2) == 1
+
+
+# %% [markdown] slideshow={"slide_type": "-"}
+# The prediction takes the median of the per-round values; its interval maps the 95-percent interval of s (and of
+# o) through the same formula. A larger s gives a lower cap and speed-up, so the high end of s gives their low end.
+
+# %% slideshow={"slide_type": "subslide"}
+def gil_prediction(shares, cores):
+    """Return s and o with their intervals, the thread cap 1 / s, the speed-up on `cores` and the crossover."""
+    s, o = shares["gil_share"], shares["dataloader_overhead"]
+    (s_lo, s_hi), (o_lo, o_hi) = measure.median_interval(s), measure.median_interval(o)
+    sm, om = measure.median(s), measure.median(o)
+    out = measure.interval_figures("gil_share", s) | measure.interval_figures("dataloader_overhead", o)
+    cap = {"": sm, LOW: s_hi, HIGH: s_lo}  # the share's high end gives the cap's low end
+    out |= {f"threads_cap_speedup{k}": 1 / v if v > 0 else float("inf") for k, v in cap.items()}
+    out |= {f"threads_predicted_speedup{k}": amdahl(v, cores) for k, v in cap.items()}
+    return out | {"processes_overtake_cores": crossover_cores(sm, om),
+                  "processes_overtake_cores" + LOW: crossover_cores(s_hi, o_lo),
+                  "processes_overtake_cores" + HIGH: crossover_cores(s_lo, o_hi)}
+
+
+check = gil_prediction({"gil_share": [0.1, 0.2, 0.2, 0.2, 0.2, 0.4], "dataloader_overhead": [0.3] * 6}, 16)
+assert (check["gil_share_ci_low"], check["gil_share_ci_high"]) == (0.1, 0.4)
+assert abs(check["threads_cap_speedup_ci_low"] - 2.5) < 1e-9 and abs(check["threads_cap_speedup_ci_high"] - 10) < 1e-9
+assert abs(check["processes_overtake_cores_ci_high"] - 4) < 1e-9  # 1 + 0.3 / 0.1: the share's low end
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-gil_rates = threads.gil_rounds(ds, gil_images, rounds)  # images/s per round of each of the four contenders
-shares = threads.gil_shares(gil_rates)                   # per round: s and the DataLoader's overhead o
-gil = threads.gil_prediction(shares, cores)              # their medians and intervals, and what they predict
+gil_rates = gil_rounds(ds, gil_images, rounds, gil_n)  # images/s per round of each of the four contenders
+assert set(gil_rates) == {ONE_THREAD, f"{gil_n} threads", f"{gil_n} processes", f"DataLoader, {gil_n} workers"}
+assert all(len(r) == rounds for r in gil_rates.values()), "every contender runs once per round"
+shares = gil_shares(gil_rates, gil_n)                   # per round: s and the DataLoader's overhead o
+gil = gil_prediction(shares, cores)                     # their medians and intervals, and what they predict
 print(pd.DataFrame(gil_rates).median().rename("median img/s over the rounds").round(1).to_string())
 share = gil["gil_share"]
 for key, what in (("gil_share", "GIL-held share of a sample, s"), ("dataloader_overhead", "DataLoader overhead, o"),
@@ -124,6 +269,7 @@ for key, what in (("gil_share", "GIL-held share of a sample, s"), ("dataloader_o
                   ("processes_overtake_cores", "cores above which processes beat threads, 1 + o / s")):
     print(f"{what}: {gil[key]:.3g} (95 % interval {gil[key + '_ci_low']:.3g} to {gil[key + '_ci_high']:.3g})")
 _ = measure.predicted("GIL-held share of a sample, s", 0, 0.2, shares["gil_share"])
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # An interval of s that reaches 0 leaves the cap open (inf): nothing measured here rules out that threads
@@ -139,13 +285,22 @@ _ = measure.predicted("GIL-held share of a sample, s", 0, 0.2, shares["gil_share
 # one thread does roughly 300 to 700 images per second (200 to 1000 allowing for the image sizes and the
 # file read). The limit is that rate times the cores, if nothing else runs.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-one_thread = threads.one_thread_rate(ds, limit_images, epochs)  # timed passes, as the sweep times epochs
+# %% slideshow={"slide_type": "-"}
+def one_thread_rate(ds, images, repeat):
+    """Return one thread's images/s (read, decode, resize, crop) over `images` samples spread over `ds`: the
+    median of `repeat` timed passes after one warm-up."""
+    indices = picks(ds, images)
+    seconds = measure.measure(partial(fetch, ds, indices), repeat=repeat, warmup=1)
+    return len(indices) / measure.median(seconds)
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+one_thread = one_thread_rate(ds, limit_images, epochs)  # timed passes, as the sweep times epochs
 limit = one_thread * cores
 print(f"limit: {one_thread:.0f} img/s per thread x {cores} cores = {limit:.0f} img/s")
 _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one_thread, "img/s")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The per-image rate depends on the image sizes (the synthetic folder jitters them), on whether Pillow was built
 # with libjpeg-turbo, and on the clock speed of a shared core. The limit ignores the collate and the loop itself,
 # so no loader reaches it exactly. Section 3 times the same thread again in every round of its head-to-head, so
@@ -172,11 +327,131 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # warm-up epoch; the memmap row is notebook 09's loader of pre-decoded images, the floor of the table.
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(threads.configurations, threads.spdl_loader, threads.nodes_loader)
+def spdl_loader(ds, batch_size, threads):
+    """Return an iterable whose each pass runs SPDL's thread pipeline over `ds` in order."""
+    from spdl.pipeline import PipelineBuilder
+
+    class Epochs:
+        def __iter__(self):
+            p = (PipelineBuilder()
+                 .add_source(range(len(ds)))  # the indices, in order
+                 .pipe(ds.__getitem__, concurrency=threads, output_order="input")  # samples on `threads` threads
+                 .aggregate(batch_size)  # lists of batch_size samples
+                 .pipe(torch.utils.data.default_collate)  # one batch of tensors
+                 .add_sink(3)  # at most 3 batches waiting
+                 .build(num_threads=threads))  # the asyncio loop's thread pool
+            with p.auto_stop():
+                yield from p
+
+    return Epochs()
+
+
+# %% slideshow={"slide_type": "subslide"}
+def nodes_loader(ds, batch_size, workers, method):
+    """Return an iterable whose each pass runs torchdata.nodes' ParallelMapper (threads or processes)."""
+    import torchdata.nodes as tn
+
+    class Epochs:
+        def __iter__(self):
+            gc.collect()  # shut the last epoch's workers down here, not in a forked child that inherits them
+            node = tn.ParallelMapper(tn.IterableWrapper(range(len(ds))), ds.__getitem__, num_workers=workers,
+                                     method=method, in_order=True)  # samples on threads or processes, in order
+            node = tn.Batcher(node, batch_size, drop_last=False)  # lists of batch_size samples
+            yield from tn.Loader(tn.Mapper(node, torch.utils.data.default_collate))
+
+    return Epochs()
+
+
+# %% slideshow={"slide_type": "subslide"}
+def configurations(ds, batch_size, threads, workers):
+    """Return {pipeline name: a function making its loader}; optional packages missing here are left out."""
+    configs = {}
+    for w in range(workers + 1):  # worker processes (0: in this process), started once and kept between epochs
+        configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
+                                                             persistent_workers=w > 0)
+    configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
+    if has("spdl.pipeline"):
+        configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
+    if has("torchdata.nodes"):
+        configs[f"torchdata.nodes, {threads} threads"] = lambda: nodes_loader(ds, batch_size, threads, "thread")
+        configs[f"torchdata.nodes, {workers} processes"] = lambda: nodes_loader(ds, batch_size, workers, "process")
+    memmap = imf.prepare().train  # notebook 09's pre-decoded images
+    configs["memmap + BatchLoader (notebook 09)"] = lambda: imf.memmap_loader(memmap, "train", batch_size)
+    return configs
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# How each pipeline is measured: images/s and the first batch's wait by the clock; CPU seconds as the user and
+# system time of this process and its live children (the workers); memory as the PSS of all of them, which splits
+# each shared page among the processes that map it, so that a forked worker's shared pages are not counted twice.
+
+# %% slideshow={"slide_type": "subslide"}
+def tree_cpu_s():
+    """Return the user + system CPU seconds of this process (with the children it reaped) and its live children."""
+    procs, total = [psutil.Process()] + psutil.Process().children(recursive=True), 0.0
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            total += t.user + t.system + (t.children_user + t.children_system if p is procs[0] else 0.0)
+        except psutil.Error:
+            pass  # a worker that ended meanwhile
+    return total
+
+
+def tree_pss_mb():
+    """Return the summed proportional set size (PSS) of this process and its children, in MB."""
+    total = 0
+    for p in [psutil.Process()] + psutil.Process().children(recursive=True):
+        try:
+            total += p.memory_full_info().pss
+        except psutil.Error:
+            pass
+    return total / 1e6
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# A pipeline's row: one warm-up epoch, then `epochs` timed ones. `added_pss_mb` is its PSS less the process
+# tree's just before the loader was made: what loading cost beyond what the process already held. Before the next
+# pipeline starts, the loader is dropped and its processes are waited for, so that the next baseline is clean.
+
+# %% slideshow={"slide_type": "-"}
+def timed_epoch(loader):
+    """Run one epoch of `loader`; return its images/s, CPU seconds per image, PSS (MB) and first batch's wait."""
+    images, batches, cpu0, pss = 0, iter(loader), tree_cpu_s(), None
+    with measure.Timer() as t:
+        with measure.Timer() as first:
+            images += len(next(batches)[0])
+        for k, (x, _) in enumerate(batches):
+            images += len(x)
+            if k == 2:  # a few batches in, every worker and thread is busy
+                pss = tree_pss_mb()
+    return {"img_per_s": images / t.seconds, "cpu_s_per_img": (tree_cpu_s() - cpu0) / images,
+            "pss_mb": pss if pss is not None else tree_pss_mb(), "first_batch_s": first.seconds}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def reap(before, timeout=5.0):
+    """Collect the loader just dropped and wait for the processes it started (those not in `before`)."""
+    gc.collect()
+    psutil.wait_procs([p for p in psutil.Process().children(recursive=True) if p.pid not in before], timeout=timeout)
+
+
+def epoch_stats(make, epochs):
+    """Run `epochs` timed epochs of the loader `make()` returns, after one warm-up; return the row of the table."""
+    before, base = {p.pid for p in psutil.Process().children(recursive=True)}, tree_pss_mb()
+    loader = make()
+    sum(1 for _ in loader)  # the warm-up epoch: workers start, caches fill
+    runs = pd.DataFrame([timed_epoch(loader) for _ in range(epochs)])
+    del loader
+    reap(before)
+    return {"img_per_s": runs["img_per_s"].median(), "cpu_s_per_img": runs["cpu_s_per_img"].median(),
+            "pss_mb": runs["pss_mb"].max(), "added_pss_mb": runs["pss_mb"].max() - base,
+            "first_batch_s": runs["first_batch_s"].median()}
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-configs = threads.configurations(ds, batch_size, n_threads, n_workers)
-rows = [{"pipeline": name, **threads.epoch_stats(make, epochs)}
+configs = configurations(ds, batch_size, n_threads, n_workers)
+rows = [{"pipeline": name, **epoch_stats(make, epochs)}
         for name, make in measure.progress(configs.items(), desc="pipelines")]
 table = pd.DataFrame(rows).set_index("pipeline")
 table["of_limit"] = table["img_per_s"] / limit
@@ -185,26 +460,77 @@ table.round(4)
 # %% slideshow={"slide_type": "subslide"}
 print("pipelines measured:", len(rows))
 print("columns:", list(table.columns))
+assert [n for n in configs if n.startswith("DataLoader")] == [f"DataLoader, {w} workers (fork)"
+                                                               for w in range(n_workers + 1)]
+assert all(f"{n_threads} threads" in n or f"{n_workers} processes" in n for n in configs
+           if n.startswith(("SPDL", "torchdata", "ThreadLoader"))), "the defaults reach every pipeline"
+
+
+# %% slideshow={"slide_type": "subslide"}
+def best_dataloader(rows):
+    """Return the name of the DataLoader configuration with the most images/s in the sweep's `rows`."""
+    return max((r for r in rows if r["pipeline"].startswith("DataLoader")), key=lambda r: r["img_per_s"])["pipeline"]
+
+
+def thread_name(names):
+    """Return the ThreadLoader's name among pipeline `names`."""
+    return next(n for n in names if n.startswith("ThreadLoader"))
+
+
+def thread_row(rows):
+    """Return the ThreadLoader's row of the sweep's `rows`."""
+    return next(r for r in rows if r["pipeline"] == thread_name(r["pipeline"] for r in rows))
+
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-dl_best, tl_name = threads.best_dataloader(rows), threads.thread_name(table.index)
+dl_best, tl_name = best_dataloader(rows), thread_name(table.index)
 print(f"best DataLoader: {dl_best}")
 print(f"PSS: ThreadLoader {table.loc[tl_name, 'pss_mb']:.0f} MB, best DataLoader {table.loc[dl_best, 'pss_mb']:.0f} MB")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Head to head, in rounds.** Each row of the table ran alone, in its own spell of the machine, with one warm-up
 # and `epochs` timed epochs: good enough to pick the best DataLoader configuration, not to compare two loaders
 # whose rates are close, because a neighbour that wakes up during one pipeline's epochs moves their ratio.
-# `threads.head_to_head` therefore takes the best DataLoader configuration chosen above and times it in rounds
+# `head_to_head` therefore takes the best DataLoader configuration chosen above and times it in rounds
 # against the `ThreadLoader`, SPDL's pipeline and the one thread of section 2: each round runs one epoch of each
 # loader (and the one thread's images) in a new random order, so a busy spell hits all of them alike. Each ratio
 # is then taken per round; its figure is the median over the rounds, with the 95-percent interval of that median
 # (from the order statistics: with six rounds it spans the smallest to the largest ratio). `measure.verdict` calls
 # a target met or missed only when the whole interval lies on one side of it, and a tie on this machine otherwise.
 
+# %% slideshow={"slide_type": "subslide"}
+def head_to_head(configs, dl_name, ds, limit_images, rounds):
+    """Time the ThreadLoader, the DataLoader `dl_name`, SPDL's pipeline (if in `configs`) and one thread over
+    `limit_images` samples in interleaved rounds, one epoch each; return {name: images/s per round}."""
+    names = [thread_name(configs), dl_name, *[n for n in configs if n.startswith("SPDL")]]
+    before, indices = {p.pid for p in psutil.Process().children(recursive=True)}, picks(ds, limit_images)
+    loaders = {name: configs[name]() for name in names}
+    fns = {name: measure.drain(loader) for name, loader in loaders.items()} | {ONE_THREAD: partial(fetch, ds, indices)}
+    seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
+    del fns, loaders
+    reap(before)  # stop the DataLoader's persistent workers before anything else is measured
+    images = {name: len(ds) for name in names} | {ONE_THREAD: len(indices)}
+    return {name: [images[name] / s for s in values] for name, values in seconds.items()}
+
+
+# %% slideshow={"slide_type": "subslide"}
+def round_ratios(rates, cores):
+    """Return the per-round ratios the targets check: the ThreadLoader over the best DataLoader, over SPDL (if
+    timed), over the limit (the same round's one thread times `cores`) and over one thread (its speed-up)."""
+    tl, dl = thread_name(rates), next(n for n in rates if n.startswith("DataLoader"))
+    out = {"helpers_threads_over_dataloader_best": measure.ratios(rates, tl, dl),
+           "helpers_threads_over_limit": [t / (o * cores) for t, o in zip(rates[tl], rates[ONE_THREAD])],
+           "helpers_threads_speedup": measure.ratios(rates, tl, ONE_THREAD)}
+    spdl = next((n for n in rates if n.startswith("SPDL")), None)
+    if spdl is not None:
+        out["helpers_threads_over_spdl"] = measure.ratios(rates, tl, spdl)
+    return out
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rates = threads.head_to_head(configs, dl_best, ds, limit_images, rounds)
-ratios = threads.round_ratios(rates, cores)
+rates = head_to_head(configs, dl_best, ds, limit_images, rounds)
+ratios = round_ratios(rates, cores)
 print(pd.DataFrame(rates).median().rename("median img/s over the rounds").round(1).to_string())
 targets = {t.figure: t for t in claims.TARGETS if t.benchmark == "bench-threads"}  # the registry's thresholds
 for key in sorted(targets.keys() & ratios.keys()):
@@ -220,6 +546,7 @@ _ = measure.predicted("ThreadLoader / limit (median of the rounds)", 0.8, 1.0,
 # %% slideshow={"slide_type": "subslide"}
 print("every contender ran once in every round:", len({len(r) for r in rates.values()}) == 1)
 print("ratios taken per round:", sorted(ratios))
+assert ratios["helpers_threads_over_dataloader_best"] == [t / d for t, d in zip(rates[tl_name], rates[dl_best])]
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **Section 1's prediction against the measurement.** The `ThreadLoader`'s speed-up is its rate over the one
@@ -246,11 +573,36 @@ print(f"predicted: processes {'ahead of' if cores > crossover else 'not ahead of
 # costs time), and a share measured with 2 threads predicts too much for many cores. A run without `gil_share`
 # predates section 1's measurement.
 
+# %% slideshow={"slide_type": "subslide"}
+REFERENCE = ("helpers_threads_over_dataloader_best", "helpers_threads_over_limit", "helpers_threads_speedup",
+             "gil_share", "threads_predicted_speedup", "processes_overtake_cores")  # the figures compared
+
+
+def with_interval(figs, key):
+    """Return figure `key` of `figs` as "median (low to high)", "" if absent."""
+    if key not in figs:
+        return ""
+    low, high = figs.get(key + LOW), figs.get(key + HIGH)
+    return f"{figs[key]:.3g}" + ("" if low is None else f" ({low:.3g} to {high:.3g})")
+
+
+def reference_runs(folder):
+    """Return one row per run saved as `folder/<run>/bench-threads.json`: hardware, cores, `REFERENCE`'s figures."""
+    rows = []
+    for path in sorted(folder.glob("*/bench-threads.json")):
+        doc = json.loads(path.read_text())
+        figs, prov = doc["figures"], doc["provenance"]
+        row = {"run": path.parent.name, "hardware": prov["hardware"].split(" | ")[0], "cores": prov["knobs"]["cores"]}
+        rows.append(row | {key: with_interval(figs, key) for key in REFERENCE})
+    return pd.DataFrame(rows, columns=["run", "hardware", "cores", *REFERENCE]).set_index("run")
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 runs = config.project_root() / "reports" / "runs"
 for log in sorted(runs.glob("*/gil_n.log")):  # s measured with n threads against n processes, where a run kept it
     print(f"{log.parent.name}:\n{log.read_text()}")
-threads.reference_runs(runs).T  # one column per run
+reference_runs(runs).T  # one column per run
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # A tie against the best DataLoader is an honest result on a machine with few cores: both loaders are capped by
@@ -269,8 +621,25 @@ threads.reference_runs(runs).T  # one column per run
 # or under forkserver and spawn (section 4), d grows with every worker, and so does the gap between the totals:
 # that is the regime of SPDL's memory figure.
 
+# %% slideshow={"slide_type": "subslide"}
+def memory_split(rows):
+    """Split the PSS of the ThreadLoader and the best DataLoader into the process before them, B, and what each
+    adds, t and d; with the d at which the totals' ratio (B + t) / (B + d) would reach 0.5."""
+    dl, tl = next(r for r in rows if r["pipeline"] == best_dataloader(rows)), thread_row(rows)
+    base, t, d = tl["pss_mb"] - tl["added_pss_mb"], tl["added_pss_mb"], dl["added_pss_mb"]
+    return {"pss_baseline_mb": base, "threadloader_added_pss_mb": t, "dataloader_best_added_pss_mb": d,
+            "helpers_threads_added_pss_over_dataloader_best": t / d,
+            "dataloader_added_pss_for_half_total_mb": base + 2 * t}
+
+
+check = memory_split([
+    {"pipeline": "DataLoader, 2 workers (fork)", "img_per_s": 1.0, "pss_mb": 600.0, "added_pss_mb": 200.0},
+    {"pipeline": "ThreadLoader, 4 threads", "img_per_s": 2.0, "pss_mb": 450.0, "added_pss_mb": 40.0}])
+assert check == {"pss_baseline_mb": 410.0, "threadloader_added_pss_mb": 40.0, "dataloader_best_added_pss_mb": 200.0,
+                 "helpers_threads_added_pss_over_dataloader_best": 0.2, "dataloader_added_pss_for_half_total_mb": 490.0}
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-mem = threads.memory_split(rows)
+mem = memory_split(rows)
 print(f"process before a loader, B: {mem['pss_baseline_mb']:.0f} MB")
 print(f"added by ThreadLoader, t: {mem['threadloader_added_pss_mb']:.0f} MB; "
       f"by the best DataLoader, d: {mem['dataloader_best_added_pss_mb']:.0f} MB")
@@ -304,21 +673,36 @@ print(f"totals at 0.5x would need d >= B + 2t = {mem['dataloader_added_pss_for_h
 # take its first batch; the iterator comes back with its workers alive, so that their memory can be read.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.threads
-def start_workers(ds: Any, batch_size: int, workers: int, method: str) -> Iterator[Any]:
-    """Start a `workers`-worker DataLoader under start `method` and take its first batch; return the running iterator."""
+def start_workers(ds, batch_size, workers, method):
+    """Start a `workers`-worker DataLoader under start `method`, take its first batch, return the running iterator."""
     batches = iter(DataLoader(ds, batch_size, num_workers=workers, multiprocessing_context=method))
     next(batches)  # the workers start here: a fresh process each, then one batch of decodes
     return batches
 
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-start_rows = threads.startup(ds, batch_size, n_workers, start=start_workers)
+# %% slideshow={"slide_type": "-"}
+def startup(ds, batch_size, workers, methods=("fork", "forkserver", "spawn")):
+    """Return, per start method, the seconds `start_workers` takes and the PSS of this process and its workers
+    just after, with the dataset's pickled size (what forkserver and spawn send to every worker)."""
+    size, rows = len(pickle.dumps(ds)), []
+    for m in methods:
+        with measure.Timer() as t:
+            batches = start_workers(ds, batch_size, workers, m)
+        rows.append({"start_method": m, "workers": workers, "first_batch_s": t.seconds, "pickled_bytes": size,
+                     "pss_mb": tree_pss_mb()})
+        del batches
+    return rows
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+start_rows = startup(ds, batch_size, n_workers)
+assert [r["start_method"] for r in start_rows] == ["fork", "forkserver", "spawn"]
 starts = pd.DataFrame(start_rows).set_index("start_method")
 print(starts.round(3).to_string())
 slow = min(starts.loc["forkserver", "first_batch_s"], starts.loc["spawn", "first_batch_s"])
 _ = measure.predicted("forkserver or spawn's first batch over fork's", 10, float("inf"),
                   slow / starts.loc["fork", "first_batch_s"], "x")
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The gap is the imports of a fresh interpreter in every worker, paid again at every epoch unless
@@ -340,9 +724,52 @@ _ = measure.predicted("forkserver or spawn's first batch over fork's", 10, float
 # every core decoding; the DataLoader's lanes show one batch per worker at a time, the thread loader's lanes
 # one image per thread at a time, several threads' fetches overlapping.
 
+# %% [markdown] slideshow={"slide_type": "-"}
+# The DataLoader's timeline comes from notebook 07's instrumented dataset and collate. The thread loader needs its
+# own wrapper: it records each sample's fetch with the name of the thread that ran it, and hands the batch's
+# events over in the collate, which runs on the main thread.
+
+# %% slideshow={"slide_type": "subslide"}
+class TimedSamples:
+    """Wrap a dataset so each sample's fetch is recorded with the name of the thread that ran it."""
+
+    def __init__(self, ds):
+        self.ds, self.lock, self.events = ds, threading.Lock(), []  # events: (lane, stage, start, end)
+
+    def __len__(self):
+        return len(self.ds)
+
+    def __getitem__(self, index):
+        start = measure.now()
+        x = self.ds[index]
+        with self.lock:
+            lane = threading.current_thread().name.replace("ThreadLoader_", "thread ")
+            self.events.append((lane, "fetch", start, measure.now()))
+        return x
+
+    def collate(self, samples):
+        start = measure.now()
+        data = torch.utils.data.default_collate(samples)
+        with self.lock:
+            events, self.events = self.events, []
+        return timeline.TimedBatch(data, events + [("main: collate", "collate", start, measure.now())])
+
+
+# %% slideshow={"slide_type": "subslide"}
+def timelines(ds, batch_size, threads, workers, step_s, batches):
+    """Record `batches` batches of a `threads`-thread ThreadLoader and of a `workers`-worker DataLoader, each batch
+    followed by a step that sleeps `step_s` seconds."""
+    timed, step = TimedSamples(ds), timeline.gpu_like_step(step_s)
+    thread_loader = ThreadLoader(timed, batch_size, threads=threads, collate=timed.collate)
+    tds, tc = timeline.instrument(ds)
+    return {f"ThreadLoader, {threads} threads": timeline.record(thread_loader, step, max_batches=batches),
+            f"DataLoader, {workers} workers": timeline.record(
+                DataLoader(tds, batch_size, num_workers=workers, collate_fn=tc), step, max_batches=batches)}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-tls = threads.timelines(ds, batch_size, n_threads, n_workers, step_ms / 1000,
-                        batches=min(timeline_batches, len(ds) // batch_size))
+tls = timelines(ds, batch_size, n_threads, n_workers, step_ms / 1000,
+                batches=min(timeline_batches, len(ds) // batch_size))
 for name, tl in tls.items():
     fig = timeline.gantt(tl, title=name)
 
@@ -370,7 +797,8 @@ for name, tl in tls.items():
 # figures and turn them into a prediction for this machine.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-print(f"GIL-held share of a sample (section 1): {share:.2f}; Amdahl's cap on the GIL build: {1 / max(share, 1e-9):.3g}x")
+print(f"GIL-held share of a sample (section 1): {share:.2f}; "
+      f"Amdahl's cap on the GIL build: {1 / max(share, 1e-9):.3g}x")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # On this machine's cores the cap is far off whenever s is small, so free threading would add little here;
@@ -387,13 +815,53 @@ print(f"GIL-held share of a sample (section 1): {share:.2f}; Amdahl's cap on the
 for name in ("ft_single_thread_penalty_pct", "ft_thread_workers_disk", "ft_thread_workers_memory"):
     claims.check(name)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The prediction in code: the limit of section 2 less the free-threaded build's single-thread penalty, against the
+# thread loader's rate measured here with the GIL.
+
+# %% slideshow={"slide_type": "-"}
+FREE_THREADED_PENALTY = (0.05, 0.10)  # 3.14t's single-thread slowdown (claims: ft_single_thread_penalty_pct)
+
+
+def free_threaded_prediction(limit, measured):
+    """Predict the thread loader on a free-threaded build: every stage parallel, so the limit less the penalty."""
+    least, most = sorted(FREE_THREADED_PENALTY)
+    low, high = limit * (1 - most), limit * (1 - least)
+    return {"low_img_per_s": low, "high_img_per_s": high, "gain_low": low / measured, "gain_high": high / measured}
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 measured = measure.median(rates[tl_name])
-ft = threads.free_threaded_prediction(limit, measured)
-lo, hi = sorted(threads.FREE_THREADED_PENALTY)
+ft = free_threaded_prediction(limit, measured)
+lo, hi = sorted(FREE_THREADED_PENALTY)
 print(f"predicted ThreadLoader on a free-threaded build: {ft['low_img_per_s']:.0f} to {ft['high_img_per_s']:.0f} img/s "
       f"(the limit, {limit:.0f} img/s, less {lo:.0%} to {hi:.0%}): {ft['gain_low']:.2f}x to {ft['gain_high']:.2f}x "
       f"the {measured:.0f} img/s measured here with the GIL; not measurable here (no free-threaded interpreter)")
+assert ft["low_img_per_s"] <= ft["high_img_per_s"] < limit, "the penalty lowers the limit"
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# The figures of this run in one flat dict, which `measure.save_results` writes below and the `bench threads`
+# command reads: rates and ratios from the head-to-head rounds (each ratio the median of its per-round values,
+# with its 95-percent interval), memory and CPU from the sweep's rows, where each pipeline ran alone.
+
+# %% slideshow={"slide_type": "subslide"}
+def run_figures(rows, rates, starts, gil, cores):
+    """Return the flat figures the targets check, with `gil` (from `gil_prediction`) among them."""
+    dl, tl = next(r for r in rows if r["pipeline"] == best_dataloader(rows)), thread_row(rows)
+    out = {"limit_img_per_s": measure.median(rates[ONE_THREAD]) * cores,
+           "threadloader_img_per_s": measure.median(rates[thread_name(rates)]),
+           "dataloader_best_img_per_s": measure.median(rates[dl["pipeline"]]),
+           "helpers_threads_pss_over_dataloader_best": tl["pss_mb"] / dl["pss_mb"],
+           "helpers_threads_cpu_over_dataloader_best": tl["cpu_s_per_img"] / dl["cpu_s_per_img"],
+           "pickled_dataset_bytes": starts[0]["pickled_bytes"], **memory_split(rows)}
+    for key, per_round in round_ratios(rates, cores).items():
+        out |= measure.interval_figures(key, per_round)
+    for s in starts:
+        out[f"first_batch_s_{s['start_method']}"] = s["first_batch_s"]
+        out[f"helpers_threads_pss_over_dataloader_{s['start_method']}"] = tl["pss_mb"] / s["pss_mb"]
+    return out | gil
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Takeaway
@@ -403,7 +871,7 @@ print(f"predicted ThreadLoader on a free-threaded build: {ft['low_img_per_s']:.0
 # capped by the same cores. The figures of this run:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-figures = threads.figures(rows, rates, start_rows, gil, cores)
+figures = run_figures(rows, rates, start_rows, gil, cores)
 for key in ratios:
     print(f"{key}: {figures[key]:.3g} (95 % interval {figures[key + '_ci_low']:.3g} to "
           f"{figures[key + '_ci_high']:.3g} over {len(ratios[key])} rounds)")
@@ -417,7 +885,7 @@ for key in ("gil_share", "threads_cap_speedup", "threads_predicted_speedup", "pr
 path = measure.save_results("14_threads_or_processes", figures, rows, knobs={
     "images": len(ds), "cores": cores, "batch_size": batch_size, "epochs": epochs, "threads": n_threads,
     "workers": n_workers, "limit_images": limit_images, "rounds": rounds, "gil_images": gil_images,
-    "step_ms": step_ms, "timeline_batches": timeline_batches, "skipped": skipped}, repeats=rounds)
+    "step_ms": step_ms, "timeline_batches": timeline_batches, "gil_n": gil_n, "skipped": skipped}, repeats=rounds)
 print("saved", path.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -60,4 +60,3 @@ def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
         assert time.perf_counter() - start >= 0.05
     finally:
         decoders._pillow.__code__ = original
-

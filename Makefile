@@ -34,13 +34,13 @@ liveness:  ## what each notebook shows is what it runs: every timing notebook at
 	bash .ci/setup.sh $(PYTHON) && $(PY) -m pytest -q -m liveness tests/test_liveness.py; rc=$$?; \
 	echo "make liveness: $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; exit $$rc
 
-reproduce:  ## every notebook and benchmark at SCALE (default workshop) into results/, then results/REPORT.md (with the run times) and README's tables; the committed notebooks are left alone
+reproduce:  ## every notebook at SCALE (default workshop) into results/, each benchmark's figures from its notebook's, then results/REPORT.md (with the run times) and README's tables; the committed notebooks are left alone
 	@start=$$(date +%s); \
 	bash .ci/setup.sh $(PYTHON) && \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.notebooks run --out $(RESULTS)/notebooks \
 	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json $(filter-out $(CONCLUSION),$(ALL_NB)); rc=$$?; \
-	echo "[reproduce] benchmarks (elapsed $$(( $$(date +%s) - start )) s)"; \
-	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.bench all || rc=1; \
+	echo "[reproduce] the benchmarks' figures, from what the notebooks saved (elapsed $$(( $$(date +%s) - start )) s)"; \
+	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.bench all --saved || rc=1; \
 	echo "[reproduce] the conclusion, after everything it reads"; \
 	FASTLOOPS_SCALE=$(SCALE) $(PY) -m fastloops_helpers.book.notebooks run --out $(RESULTS)/notebooks \
 	    --html $(RESULTS)/html --times $(RESULTS)/notebook_times.json $(CONCLUSION) || rc=1; \
@@ -68,7 +68,7 @@ twins:  ## regenerate the text twins notebooks/py/NN_topic.py (jupytext percent 
 slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastloops_helpers/book/publish/slides.py
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.publish.slides tag $(NB)
 
-bench:  ## one benchmark: make bench NAME=loops [SCALE=...]
+bench:  ## one benchmark (executes its notebook): make bench NAME=loops [SCALE=...]
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.bench $(NAME) --scale $(SCALE)
 
 gpu-check:  ## a GPU machine's check with its own torch, no network, no set-up: tests + benchmarks, reports/<machine>.md

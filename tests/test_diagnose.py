@@ -411,8 +411,6 @@ def test_the_experiment_takes_its_sizes_as_arguments():
 
     # the step of a built loop sleeps the step_ms given: the replay of the step alone cannot be shorter
     loops = {"sleepy": (experiment.SleepyLoader(load_ms=0, n=6, batch_size=4), experiment.timeline.gpu_like_step(0.03))}
-    rows, figures = experiment.compare(loops, batches=3, warmup=1, replay=2)
-    assert [r["loop"] for r in rows] == ["sleepy"] and set(figures) == {"wait_share_sleepy", "headspace_sleepy"}
     d = experiment.run_diagnose(loops["sleepy"], batches=3, warmup=1, replay=2)
     assert d.batches == 3 and d.figures.step_s >= 0.03 * 0.95
 
@@ -424,13 +422,3 @@ def test_the_prediction_of_a_loop():
     assert serial["batch_s"] == pytest.approx(0.022) and serial["headspace"] == pytest.approx(11)
     parallel = predict(0.020, 0.002, num_workers=4, cores=2)  # two cores: two batches at once, not four
     assert parallel["batch_s"] == pytest.approx(0.010) and parallel["wait_share"] == pytest.approx(0.8)
-
-
-def test_the_image_loop_passes_its_knobs_to_the_dataloader():
-    from fastloops_helpers.experiments.diagnose import image_loop
-
-    data = torch.utils.data.TensorDataset(torch.zeros(12, 2))
-    loader, step = image_loop(data, batch_size=3, num_workers=2, step_ms=1, persistent_workers=True)
-    assert (loader.batch_size, loader.num_workers, loader.persistent_workers) == (3, 2, True)
-    loader, _ = image_loop(data, batch_size=5, num_workers=0, step_ms=1, persistent_workers=True)
-    assert loader.persistent_workers is False  # DataLoader refuses persistent workers without workers

@@ -1,20 +1,34 @@
-"""Command line: run one benchmark (or all), print its table and figures, write its JSON.
+"""Command line: a benchmark runs its notebook, then saves the figures the notebook saved as bench-NAME.json.
 
-Several benchmarks (or `all`) run one after another, each in a fresh interpreter: what one imports or starts
-(JAX's threads, an initialised CUDA context) cannot reach the processes the next one forks.
+A benchmark is not a second copy of an experiment: `bench NAME` executes a copy of NAME's notebook at the scale
+asked for (`as_script`: the code cells in a fresh interpreter, solutions left out, `--set KNOB=VALUE` assigned
+after the defaults cell), reads the figures it saved, and writes results/bench-NAME.json with the benchmark's
+figure keys (benchmarks.json; the report, the claim targets and the README tables read them). Benchmarks that
+share a notebook (getitem and gather: notebook 02) run it once. `--saved` executes nothing: it reads what the
+notebooks already saved in the results folder, so `make reproduce` runs each protocol once.
 """
 
 from __future__ import annotations
 
 import argparse
-import subprocess
+import json
+import shutil
 import sys
+import tempfile
+from functools import cache
+from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from .. import config, measure
-from ..experiments import available, run
-from . import claims
+from . import as_script, claims
+
+
+@cache
+def benchmarks() -> dict[str, dict[str, Any]]:
+    """Return {name: {"notebook": its notebook's stem, "about": one line, "figures": the keys it saves}}."""
+    return json.loads((Path(__file__).parent / "benchmarks.json").read_text(encoding="utf-8"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -23,44 +37,89 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("name", nargs="*", help="benchmark name(s), or 'all'")
     parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     parser.add_argument("--out", help="JSON path (default results/bench-NAME.json; one name only)")
+    parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="a defaults-cell knob")
+    parser.add_argument("--saved", action="store_true", help="read what the notebooks saved; execute nothing")
     parser.add_argument("--list", action="store_true", help="list the benchmarks and exit")
     args = parser.parse_args(argv)
     if args.list or not args.name:
-        for name, doc in available().items():
-            print(f"{name:12s} {doc}")
+        for name, spec in benchmarks().items():
+            print(f"{name:12s} {spec['about']}  (notebook {spec['notebook']})")
         return 0
-    names = list(available()) if args.name == ["all"] else args.name
+    names = list(benchmarks()) if args.name == ["all"] else args.name
+    unknown = [n for n in names if n not in benchmarks()]
+    if unknown:
+        parser.error(f"unknown benchmark {unknown[0]!r}; available: {', '.join(benchmarks())}")
     if args.out and len(names) > 1:
         parser.error("--out needs exactly one benchmark name")
-    if len(names) > 1:
-        unknown = [n for n in names if n not in available()]
-        if unknown:
-            parser.error(f"unknown benchmark {unknown[0]!r}; available: {', '.join(available())}")
-        return run_each(names, args.scale)
-    for name in names:  # one
-        result, path = run(name, args.scale, args.out)
-        print(f"== {name} | scale={config.scale(args.scale)} | {measure.hardware_line()}")
-        with pd.option_context("display.width", 160, "display.max_columns", 20):
-            print(result.table().to_string(index=False))
-        for key, value in result.figures.items():
-            print(f"{key} = {value:.4g}")
-        for line in target_lines(name, result.figures):
-            print(line)
-        print(f"saved {path}")
-    return 0
-
-
-def run_each(names: list[str], scale: str | None) -> int:
-    """Run each benchmark in its own fresh interpreter, in turn; return 1 if any failed (after running them all)."""
+    knobs = dict(_knob(parser, text) for text in args.set)
     failed = []
-    for name in names:
-        command = [sys.executable, "-m", "fastloops_helpers.book.bench", name]
-        command += ["--scale", scale] if scale else []
-        if subprocess.run(command, check=False).returncode != 0:
-            failed.append(name)
+    for notebook, group in _by_notebook(names).items():
+        try:
+            folder = config.results_dir() if args.saved else execute(notebook, config.scale(args.scale), knobs)
+            for name in group:
+                report(name, *save(name, folder, args.out))
+        except SystemExit as error:  # one notebook's failure: the others still run
+            if len(names) == 1:
+                raise
+            print(error, file=sys.stderr)
+            failed += group
+        else:
+            if not args.saved:
+                shutil.rmtree(folder)  # kept when the notebook failed: the error names its script there
     if failed:
         print(f"bench: {', '.join(failed)} failed", file=sys.stderr)
     return 1 if failed else 0
+
+
+def execute(notebook: str, scale: str, knobs: dict[str, str]) -> Path:
+    """Execute a copy of `notebook` at `scale` with `knobs` into a new folder; return the folder."""
+    folder = Path(tempfile.mkdtemp(prefix=f"bench-{notebook}-", dir=config.results_dir()))
+    as_script.run(config.project_root() / "notebooks" / f"{notebook}.ipynb", folder, scale, knobs)
+    return folder
+
+
+def _knob(parser: argparse.ArgumentParser, text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        parser.error(f"--set takes KNOB=VALUE with a Python value, e.g. --set rounds=12 (got {text!r})")
+    return name, value
+
+
+def _by_notebook(names: list[str]) -> dict[str, list[str]]:
+    groups: dict[str, list[str]] = {}
+    for name in names:
+        groups.setdefault(benchmarks()[name]["notebook"], []).append(name)
+    return groups
+
+
+def save(name: str, folder: Path, out: str | None = None) -> tuple[dict[str, Any], Path]:
+    """Write bench-NAME.json from the result NAME's notebook saved in `folder`; return that result and the path."""
+    spec = benchmarks()[name]
+    source = folder / f"{spec['notebook']}.json"
+    if not source.is_file():
+        raise SystemExit(f"no {source}: run notebook {spec['notebook']} (or bench {name} without --saved) first")
+    doc = json.loads(source.read_text(encoding="utf-8"))
+    figures = {k: v for k, v in doc["figures"].items() if k in spec["figures"]}
+    prov = doc["provenance"]
+    knobs = {**(prov.get("knobs") or {}), "notebook": spec["notebook"]}
+    path = measure.save_results(
+        f"bench-{name}", figures, doc["rows"], knobs, prov.get("repeats"), path=out, scale=prov.get("scale")
+    )
+    return {**doc, "figures": figures, "missing": [k for k in spec["figures"] if k not in figures]}, path
+
+
+def report(name: str, doc: dict[str, Any], path: Path) -> None:
+    """Print benchmark `name`'s rows, figures and targets, and where they were saved."""
+    print(f"== {name} | scale={doc['provenance'].get('scale')} | {measure.hardware_line()}")
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(pd.DataFrame(doc["rows"]).to_string(index=False))
+    for key, value in doc["figures"].items():
+        print(f"{key} = {value:.4g}")
+    if doc["missing"]:
+        print(f"not saved by the notebook at this scale: {', '.join(doc['missing'])}")
+    for line in target_lines(name, doc["figures"]):
+        print(line)
+    print(f"saved {path}")
 
 
 def target_lines(name: str, figures: dict[str, float]) -> list[str]:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import config, measure
+from .. import measure
 from . import BenchResult
 
 LIBRARIES = ("torch", "numpy")
@@ -95,8 +95,3 @@ def compare(
     figures = {"copy_gb_per_s_ram": best[max(sizes_mb)], "copy_gb_per_s_cache": best[min(sizes_mb)]}
     knobs = {"sizes_mb": list(sizes_mb), "threads": threads or torch.get_num_threads(), "repeat": repeat}
     return BenchResult(rows, figures, knobs=knobs, repeats=repeat)
-
-
-def run(scale: str) -> BenchResult:
-    """Measure torch and numpy copies at 256 KiB, 4 MiB and the scale's `copy_mb`."""
-    return compare([0.25, 4, config.size("copy_mb", scale)], config.size("repeat", scale))

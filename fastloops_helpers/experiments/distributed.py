@@ -16,7 +16,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -26,12 +25,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 
-from .. import config, measure
+from .. import measure
 from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
 from ..measure.slowdown import slow_inherited
 from ..models import MLP
-from . import BenchResult
 
 LOADERS = ("helpers", "dataloader")
 LR = 0.05  # SGD's learning rate (momentum 0.9) unless a caller gives another
@@ -319,46 +317,6 @@ def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[in
     replicas = replicate(model, device_ids[: len(chunks)])  # copy the weights to every GPU, at every call
     outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
     return gather(outputs, device_ids[0])  # concatenate the outputs on the first GPU
-
-
-def run(scale: str) -> BenchResult:
-    """Train the Otto MLP with DDP (2 ranks, both loaders) vs one process: shards, equal weights, samples/s."""
-    rows, epochs, batch_size, world_size = (
-        config.size(f"ddp.{k}", scale) for k in ("rows", "epochs", "batch_size", "world_size")
-    )
-    seed, lr = 0, LR
-    with tempfile.TemporaryDirectory(prefix="fastloops-ddp-") as tmp:
-        log_dir = Path(tmp)
-        runs = {
-            loader: launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr) for loader in LOADERS
-        }
-        reference = launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
-        single = launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr)
-        train_rows = runs["helpers"][0]["train_rows"]
-        checks = [
-            {"loader": loader, "epoch": e, **check_shards(log_dir, loader, world_size, e, train_rows)}
-            for loader in runs
-            for e in range(epochs)
-        ]
-        diff = relative_weight_difference(
-            log_dir / "helpers-rank0-weights.pt", log_dir / f"helpers-reference{world_size}-weights.pt"
-        )
-    speed = [
-        throughput(runs["helpers"], "DDP, helpers' loader"),
-        throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
-        throughput(single, "1 process (torchrun, 1 rank)"),
-    ]
-    figs = figures(checks, diff, runs["helpers"][0]["val_accuracy"], reference[0]["val_accuracy"], speed)
-    knobs = {
-        "rows": rows,
-        "epochs": epochs,
-        "batch_size": batch_size,
-        "world_size": world_size,
-        "lr": lr,
-        "seed": seed,
-        "backend": runs["helpers"][0]["backend"],
-    }
-    return BenchResult(speed + checks, figs, knobs=knobs, repeats=epochs)
 
 
 def main(argv: list[str] | None = None) -> int:

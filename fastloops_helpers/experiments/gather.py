@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from .. import config, measure
+from .. import measure
 from ..load.batch_loader import BatchLoader
 from . import BenchResult
 
@@ -114,8 +114,3 @@ def compare(
         "torch_threads": torch.get_num_threads(),
     }
     return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
-
-
-def run(scale: str) -> BenchResult:
-    """Time shuffled epochs of `scale`'s matrix for each gather and report GB/s delivered."""
-    return compare(*(config.size(f"gather.{k}", scale) for k in ("rows", "features", "batch_size", "rounds")))

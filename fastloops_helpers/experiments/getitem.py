@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from .. import config, measure
+from .. import measure
 from ..load import rows
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, RowDataset, SampleListDataset, collate_batch
@@ -103,13 +103,3 @@ def compare(n: int, features: int, batch_sizes: list[int], repeat: int) -> Bench
         found += [dict(r, data=kind) for r in sweep(x, batch_sizes, repeat=repeat)]
     knobs = {"rows": n, "features": features, "batch_sizes": batch_sizes}
     return BenchResult(found, figures, knobs=knobs, repeats=repeat)
-
-
-def run(scale: str) -> BenchResult:
-    """Time the slide's example and the batch-size sweep at `scale`'s sizes."""
-    return compare(
-        config.size("loops.samples", scale),
-        config.size("getitem.features", scale),
-        list(config.size("getitem.batch_sizes", scale)),
-        config.size("repeat", scale),
-    )

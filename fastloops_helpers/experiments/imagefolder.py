@@ -20,7 +20,6 @@ from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from ..load import transforms
 from ..load.batch_loader import BatchLoader
 from ..teach import tutorial_transforms
-from . import BenchResult
 
 RESIZE, CROP = 256, 224  # the tutorial's sizes: train stores 256 x 256 and crops 224 per epoch
 SPLITS = ("train", "val")
@@ -475,30 +474,3 @@ def transform_costs(
     table.attrs["tutorial_over_helpers"] = measure.median(rounds)
     table.attrs["tutorial_over_helpers_rounds"] = rounds  # per round, for an interval (measure.predicted)
     return table
-
-
-def run(scale: str) -> BenchResult:
-    """Measure both pipelines, train and val, over the scale's workers, the best two head to head in rounds,
-    and the batched transforms' costs."""
-    s = config.sizes("imagefolder", scale)
-    workers = list(s["workers"])
-    prep = prepare(synthetic_imagefolder(train=s["train"], val=s["val"], px=s["px"]))
-    rows = [row for split in SPLITS for row in sweep(prep, split, workers, s["batch_size"], s["repeat"])]
-    figures = speedups(rows)
-    for split in SPLITS:
-        figures.update(round_figures(split, head_to_head(prep, split, rows, s["batch_size"], s["rounds"])))
-    costs = transform_costs(prep.train.images[: s["batch_size"]].clone(), repeat=max(3, s["repeat"]))
-    figures["tutorial_transform_over_helpers"] = costs.attrs["tutorial_over_helpers"]
-    knobs = {
-        "batch_size": s["batch_size"],
-        "workers": workers,
-        "repeat": s["repeat"],
-        "rounds": s["rounds"],
-        "train": s["train"],
-        "val": s["val"],
-        "px": s["px"],
-        "resize": RESIZE,
-        "crop": CROP,
-        "torch_threads": torch.get_num_threads(),
-    }
-    return BenchResult(rows + costs.to_dict("records"), figures, knobs=knobs, repeats=s["rounds"])

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import DataLoader
 
-from .. import config, measure
+from .. import measure
 from ..load.batch_loader import BatchLoader
 from ..load.getitems import BatchRowDataset, collate_batch
 from ..teach import slide_code
@@ -188,16 +188,3 @@ def measure_loops(
     }
     result = BenchResult(table(epochs(groups), num_samples, batches), figures(groups), knobs=knobs, repeats=rounds)
     return result, per_round(groups)
-
-
-def run(scale: str) -> BenchResult:
-    """Time every loop at the scale's samples and batch size, the vectorised ones over more rounds."""
-    result, _ = measure_loops(
-        config.size("loops.samples", scale),
-        config.size("loops.batch_size", scale),
-        workers(),
-        config.size("loops.rounds", scale),
-        config.size("loops.worker_epochs", scale),
-        config.size("loops.pair_rounds", scale),
-    )
-    return result

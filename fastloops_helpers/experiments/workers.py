@@ -16,11 +16,10 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from .. import config, measure
-from ..data.jpeg_folder import ImageFolder, synthetic_imagefolder
+from ..data.jpeg_folder import ImageFolder
 from ..load.move import move_to
 from ..measure import timeline
 from ..teach.worker_data import ResizeToTensor
-from . import BenchResult
 
 
 def jpeg_dataset(root: str | Path, px: int) -> ImageFolder:
@@ -166,43 +165,6 @@ def epoch_starts(
     df = tl.frame()
     starts = df[df.stage == "start"].start.tolist()
     return [float(df[(df.stage == "wait") & (df.start >= s)].end.min() - s) for s in starts]
-
-
-def run(scale: str) -> BenchResult:
-    """Measure the num_workers ladder over interleaved rounds (after one untimed epoch that warms the page cache)."""
-    px, batch_size, step_ms, rounds = (
-        config.size(f"anatomy.{name}", scale) for name in ("px", "batch_size", "step_ms", "ladder_rounds")
-    )
-    dataset = jpeg_dataset(synthetic_imagefolder(scale), px)
-    counts = ladder()
-    with measure.torch_threads(1):  # as DataLoader does in each worker: collate's intra-op threads would fight them
-        measure_loader(make_loader(dataset, 0, batch_size), step_ms=0)  # warm-up: files into the page cache
-        rows, _, img_per_s = interleaved_ladder(dataset, counts, batch_size, step_ms, rounds)
-    for row, n in zip(rows, counts):
-        row["num_workers"] = n
-    base = rows[0]["img_per_s"]
-    best = max(rows, key=lambda r: r["img_per_s"])
-    figures = {
-        "img_per_s_workers0": base,
-        "img_per_s_best": best["img_per_s"],
-        "best_num_workers": best["num_workers"],
-        "speedup_best_vs_0": measure.ratio(img_per_s, best["num_workers"], 0),
-        "wait_share_workers0": rows[0]["wait_share"],
-        "wait_share_best": best["wait_share"],
-        "workers0_epoch_s": rows[0]["wall_s"],
-        "workers0_batches": rows[0]["batches"],
-        **ladder_figures(img_per_s),
-    }
-    knobs = {
-        "images": len(dataset),
-        "px": px,
-        "batch_size": batch_size,
-        "step_ms": step_ms,
-        "rounds": rounds,
-        "cores": os.cpu_count(),
-        "main_threads": 1,
-    }
-    return BenchResult(rows, figures, knobs=knobs, repeats=rounds)
 
 
 def getitem_costs(dataset: Any, batch_size: int, repeat: int | None = None) -> dict[str, float]:

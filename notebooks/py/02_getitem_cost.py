@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~22 s (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~4.0 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
@@ -402,10 +402,7 @@ print(f"__getitems__ + collate_batch: {slow / fixed:.0f}x faster than per-sample
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 slide_ms = slide_epochs.ms_per_epoch
 figures = dict(slide, getitems_collate_speedup=slow / fixed, dataloader_per_sample_epoch_ms=slow,
-               dataloader_getitems_collate_epoch_ms=fixed, helpers_gb_per_s=gathers.figures["helpers_gb_per_s"],
-               helpers_over_best_primitive=gathers.figures["helpers_over_best_primitive"],
-               helpers_epoch_ms=gathers.figures["helpers_epoch_ms"],
-               best_primitive_epoch_ms=gathers.figures["best_primitive_epoch_ms"],
+               dataloader_getitems_collate_epoch_ms=fixed, **gathers.figures,  # each gather's GB/s and the ratio
                slide_fd_over_d=slide_ms.iloc[0] / slide_ms.iloc[1], slide_d_epoch_ms=slide_ms.iloc[0],
                slide_fd_epoch_ms=slide_ms.iloc[1])
 for key, value in figures.items():
@@ -436,8 +433,8 @@ for name in checked:
 knobs = {"samples": num_samples, "batch_sizes": batch_sizes, "repeat": repeat, "batch_size": batch_size,
          "features": num_features, "loader_rows": loader_rows, "loader_epochs": loader_epochs,
          "gather": gathers.knobs}
-saved = measure.save_results("02_getitem_cost", figures, sweep.to_dict("records") + epochs.to_dict("records"),
-                            knobs, repeat)
+saved = measure.save_results("02_getitem_cost", figures,
+                             sweep.to_dict("records") + epochs.to_dict("records") + gathers.rows, knobs, repeat)
 print("saved", saved.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~3.8 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -666,6 +666,11 @@ print(f"fast collate over the default path: {figures['fast_collate_speedup']:.2f
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 figures.update(workers.ladder_figures(ladder_img_per_s))  # medians and 2 over 0 per round, with its interval
+ladder_by_n = dict(zip(ladder_counts, ladder_rows))  # the ladder's rows, medians over rounds, by num_workers
+best_n = max(ladder_counts, key=lambda n: ladder_by_n[n]["img_per_s"])
+figures.update({"best_num_workers": best_n, "img_per_s_best": ladder_by_n[best_n]["img_per_s"],
+                "img_per_s_workers0": ladder_by_n[0]["img_per_s"], "speedup_best_vs_0": measure.ratio(ladder_img_per_s, best_n, 0),
+                "wait_share_workers0": ladder_by_n[0]["wait_share"], "wait_share_best": ladder_by_n[best_n]["wait_share"]})
 figures.update({"workers2_parallelism": ladder_table.parallelism["num_workers=2"], "record_us_per_event": per_event * 1e6,
                 "thread_prefetch_speedup": pre_table.img_per_s["ThreadPrefetcher"] / pre_table.img_per_s.iloc[0],
                 "process_prefetch_speedup": pre_table.img_per_s["ProcessPrefetcher"] / pre_table.img_per_s.iloc[0],

@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-26) |
+# | **Run time** | <!-- run-time --> workshop ~2.6 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -165,7 +165,6 @@ for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("i
 # and normalises it one sample at a time, in the main process; the step is the stand-in above, `step_ms` long.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.diagnose
 def image_dataset(prepared: imf.Prepared) -> ImageFolder:
     """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
     return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
@@ -261,7 +260,6 @@ folder2.advice()
 # plus one batched crop, flip and normalise, in the main process (no workers), before the same step.
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.experiments.diagnose
 def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loop:
     """Return notebook 09's fast loop: BatchLoader over the decoded memmap, batched transforms, the same step."""
     fields = {"images": train.images, "labels": train.labels}  # BatchLoader gathers each with one np.take
@@ -302,7 +300,6 @@ mm.advice()
 # rows per batch, and the MLP's real training step (forward, loss, backward, Adam).
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.experiments.diagnose
 # the worker imports OttoRows from the package
 def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     """Return notebook 10's Otto loop: a per-sample DataLoader (1 worker) and the MLP's training step."""
@@ -316,15 +313,15 @@ def otto_loop(device: torch.device, rows: int, batch_size: int) -> Loop:
     return loader, lambda batch: step(*batch)
 
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_size times per batch
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction:** each sample costs a Python call, a row copy and its share of the collate, a few microseconds,
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
@@ -390,9 +387,9 @@ mine.advice()
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 table = pd.DataFrame(rows).set_index("loop")
-figures.update({f"wait_share_{i}": r["wait_share"] for i, r in enumerate(rows)})
-figures.update({f"headspace_{i}": r["headspace"] for i, r in enumerate(rows)})
-figures.update({f"samples_per_s_{i}": r["samples_per_s"] for i, r in enumerate(rows)})  # the loops' speed
+slug = {r["loop"]: r["loop"].lower().replace(", ", "_").replace(" + ", "_").replace(" ", "_") for r in rows}
+figures.update({f"{kind}_{slug[r['loop']]}": r[kind] for r in rows  # e.g. wait_share_imagefolder_0_workers
+                for kind in ("wait_share", "headspace", "samples_per_s")})
 figures.update({"sleep20_wait_share": slow_loader.wait_share, "sleep20_headspace": slow_loader.headspace,
                 "instant_wait_share": fast_loader.wait_share})
 figures["diagnose_input_bound_found"] = float(rows[0]["verdict"] == "input-bound")

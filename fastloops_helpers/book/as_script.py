@@ -1,0 +1,76 @@
+"""Run a notebook without a Jupyter kernel: its code cells as one script, in a fresh interpreter.
+
+A benchmark is its notebook's protocol (`python -m fastloops_helpers.book.bench NAME`), and it must run where no
+kernel can be installed (a GPU machine without network). So the notebook's code cells, in order, become one
+script: the worked solutions are left out (an exercise is the reader's, not the protocol), and each knob given
+as `NAME=VALUE` is assigned right after the defaults cell, where the notebook's configuration lives, so every
+call that measures receives it. The committed notebook is only read, never changed.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+
+DEFAULTS = "defaults"  # the tag of the cell that holds a notebook's configuration
+SOLUTION = "solution"  # a worked answer to an exercise: not part of the protocol
+PREAMBLE = """\
+try:  # a kernel's display(); print where IPython is missing
+    from IPython.display import display
+except ImportError:
+    display = print
+"""
+
+
+def knobs_of(source: str) -> list[str]:
+    """Return the names the defaults cell `source` assigns, in order."""
+    names = []
+    for node in ast.parse(source).body:
+        targets = node.targets if isinstance(node, ast.Assign) else [getattr(node, "target", None)]
+        for target in targets:
+            elts = target.elts if isinstance(target, ast.Tuple) else [target]
+            names += [t.id for t in elts if isinstance(t, ast.Name)]
+    return names
+
+
+def script(notebook: Path, knobs: dict[str, str] | None = None) -> str:
+    """Return `notebook`'s code cells as one script: solutions left out, `knobs` assigned after the defaults."""
+    knobs = dict(knobs or {})
+    cells = [c for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "code"]
+    parts = [PREAMBLE]
+    for cell in cells:
+        tags = cell.get("metadata", {}).get("tags", [])
+        if SOLUTION in tags:
+            continue
+        parts.append(cell.source)
+        if DEFAULTS in tags:
+            unknown = sorted(set(knobs) - set(knobs_of(cell.source)))
+            if unknown:
+                raise SystemExit(
+                    f"{notebook.name} has no knob {', '.join(unknown)} in its defaults cell; "
+                    f"its knobs: {', '.join(knobs_of(cell.source))}"
+                )
+            parts += [f"{name} = {value}  # set by the benchmark" for name, value in knobs.items()]
+            knobs = {}
+    if knobs:
+        raise SystemExit(f"{notebook.name} has no cell tagged {DEFAULTS!r}: cannot set {', '.join(knobs)}")
+    return "\n\n".join(parts) + "\n"
+
+
+def run(notebook: Path, results: Path, scale: str, knobs: dict[str, str] | None = None) -> None:
+    """Execute `notebook`'s script at `scale` in a fresh interpreter, its results saved into the folder `results`.
+
+    The script runs where the notebook's kernel would (the notebook's folder) with a non-interactive plot
+    backend; its output streams to this process's. Raises SystemExit when the script fails.
+    """
+    path = results / f"{notebook.stem}.script.py"
+    path.write_text(script(notebook, knobs), encoding="utf-8")
+    env = {**os.environ, "FASTLOOPS_SCALE": scale, "FASTLOOPS_RESULTS": str(results.resolve()), "MPLBACKEND": "Agg"}
+    done = subprocess.run([sys.executable, str(path)], cwd=notebook.parent, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"{notebook.name} failed (exit {done.returncode}) at the {scale} scale; script: {path}")

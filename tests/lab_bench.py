@@ -24,6 +24,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import fastloops_helpers
+
 T = TypeVar("T")
 
 SAVED = re.compile(r"^\s*#@save\s+(fastloops_helpers[\w.]*)")
@@ -347,7 +349,7 @@ def _all_definitions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionD
 @functools.cache
 def package_definitions() -> dict[str, str]:
     """Return {key of every function, method and class in the package: where it is}, for `copies`."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(fastloops_helpers.__file__).resolve().parent
     index: dict[str, str] = {}
     for path in sorted(root.rglob("*.py")):
         for node in _all_definitions(_parse(path.read_text(encoding="utf-8"))):

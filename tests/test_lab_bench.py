@@ -8,10 +8,11 @@ import inspect
 import re
 from pathlib import Path
 
+import lab_bench  # tests/lab_bench.py: the rules, test code (not the package)
 import nbformat
 import pytest
 
-from fastloops_helpers.book import lab_bench
+from fastloops_helpers.book import as_script
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -50,28 +51,28 @@ def test_notebook_shows_the_code_it_times(path):
 
 
 def test_a_saved_cell_that_drifts_is_caught():
-    good = inspect.getsource(lab_bench.mismatches)
-    cell = "#@save fastloops_helpers.book.lab_bench\n" + good
+    good = inspect.getsource(as_script.knobs_of)
+    cell = "#@save fastloops_helpers.book.as_script\n" + good
     assert lab_bench.mismatches(cell) == []
     reformatted = cell.replace('"""', "'''", 2) + "\n# a comment\n"
     assert lab_bench.mismatches(reformatted) == []  # docstrings and comments do not count
     drifted = cell.replace("return", "return None or", 1)
     assert lab_bench.mismatches(drifted)
-    unknown = "#@save fastloops_helpers.book.lab_bench\ndef no_such_function():\n    pass\n"
+    unknown = "#@save fastloops_helpers.book.as_script\ndef no_such_function():\n    pass\n"
     assert "no_such_function" in lab_bench.mismatches(unknown)[0]
 
 
 def test_a_pasted_copy_is_caught_renamed_or_not():
-    source = inspect.getsource(lab_bench.mismatches)
+    source = inspect.getsource(as_script.knobs_of)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(source)]
     found = lab_bench.copies(nb)
-    assert len(found) == 1 and "cell 1: mismatches copies fastloops_helpers/book/lab_bench.py" in found[0]
-    nb.cells[1].source = source.replace("def mismatches", "def my_mismatches")
-    assert "my_mismatches" in lab_bench.copies(nb)[0]
-    nb.cells[1].source = "#@save fastloops_helpers.book.lab_bench\n" + source  # the cell is the source: allowed
+    assert len(found) == 1 and "cell 1: knobs_of copies fastloops_helpers/book/as_script.py" in found[0]
+    nb.cells[1].source = source.replace("def knobs_of", "def my_knobs_of")
+    assert "my_knobs_of" in lab_bench.copies(nb)[0]
+    nb.cells[1].source = "#@save fastloops_helpers.book.as_script\n" + source  # the cell is the source: allowed
     assert lab_bench.copies(nb) == []
-    nb.cells[1].source = source.replace("return out", "return sorted(out)")  # the student's own version
+    nb.cells[1].source = source.replace("return names", "return sorted(names)")  # the student's own version
     assert lab_bench.copies(nb) == []
 
 

@@ -177,8 +177,8 @@ class Batches:
     """An FFCV Loader as the training loop takes it: each epoch a fresh iterator, one batch per step, closed at the end.
 
     FFCV decodes and collates every batch in its own thread with numba-compiled code that a notebook cannot show
-    (ffcv's, not the project's); this loop is where its batches enter the project's code, so the experiments hand
-    out FFCV's batches through it (`otto.make_loaders`, `cifar.make_loaders`) and a notebook shows it: a change here
+    (ffcv's, not the project's); this loop is where its batches enter the project's code, so notebooks 10 and 11
+    hand out FFCV's batches through it (their `make_loaders` cells) and show it: a change here
     (touch each batch, keep a copy of it) is what the notebook measures. It costs one generator step per batch.
     Explained in notebooks/10_ffcv_otto.ipynb.
     """

@@ -66,11 +66,14 @@ def run(notebook: Path, results: Path, scale: str, knobs: dict[str, str] | None 
     """Execute `notebook`'s script at `scale` in a fresh interpreter, its results saved into the folder `results`.
 
     The script runs where the notebook's kernel would (the notebook's folder) with a non-interactive plot
-    backend; its output streams to this process's. Raises SystemExit when the script fails.
+    backend and this package importable; its output streams to this process's. Raises SystemExit when it fails.
     """
     path = results / f"{notebook.stem}.script.py"
     path.write_text(script(notebook, knobs), encoding="utf-8")
     env = {**os.environ, "FASTLOOPS_SCALE": scale, "FASTLOOPS_RESULTS": str(results.resolve()), "MPLBACKEND": "Agg"}
+    # the package as this process found it, even where it is not installed (a GPU machine runs it from the checkout)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     done = subprocess.run([sys.executable, str(path)], cwd=notebook.parent, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{notebook.name} failed (exit {done.returncode}) at the {scale} scale; script: {path}")

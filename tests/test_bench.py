@@ -94,7 +94,8 @@ def test_the_script_leaves_out_solutions_and_sets_knobs_after_the_defaults(tmp_p
         as_script.run(path, tmp_path, "smoke")
 
 
-# Keys a smoke run cannot reach: the grouped shuffle's speed-up at N = 2**26 needs the workshop sweep.
+# Keys a smoke run cannot reach: the grouped shuffle's speed-up at N = 2**26 needs the workshop sweep. Keys ending
+# in _cuda are measured on a GPU only (notebook 05's sweep on CUDA; see reports/runs/nvidia-h200-*).
 NEEDS_A_LARGER_SCALE = {"grouped_speedup_2p26"}
 
 
@@ -105,7 +106,10 @@ def test_each_benchmark_at_smoke_yields_its_figure_keys(notebook, tmp_path):
     assert out.returncode == 0, out.stderr[-3000:]
     for name in names:
         saved = set(json.loads((tmp_path / f"bench-{name}.json").read_text())["figures"])
-        assert saved == set(benchmarks()[name]["figures"]) - NEEDS_A_LARGER_SCALE, name
+        expected = set(benchmarks()[name]["figures"]) - NEEDS_A_LARGER_SCALE
+        if not torch.cuda.is_available():  # a GPU run adds the same figures measured on CUDA
+            expected = {key for key in expected if not key.endswith("_cuda")}
+        assert saved == expected, name
 
 
 def test_copy_bandwidth_counts_bytes_and_rejects_unknown_library():

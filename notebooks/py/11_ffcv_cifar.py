@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~9.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~3.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -267,7 +267,7 @@ def helpers_loader(mm: memmap.ImageData, batch_size: int, device: torch.device, 
                        seed=seed, transform=transforms.OnImages(transform))
 
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 # every image once an epoch, as resize_crop makes it: 12 images whose labels name them, batches of 4
 check_mm = memmap.write_memmap(cifar10.ImageDataset(images[:12], np.arange(12), uint8_hwc),
                                Path(tempfile.mkdtemp()) / "check", backend="numpy")

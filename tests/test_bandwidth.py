@@ -36,15 +36,6 @@ def test_the_thread_count_is_set_for_the_copy_and_restored():
         bandwidth.copy_bandwidth(2**20, "torch", repeat=2, threads=0)
 
 
-def test_run_reads_the_table_for_the_scale_it_is_given():
-    from fastloops_helpers import config
-
-    assert config.size("copy_mb", "smoke") < config.size("copy_mb", "full")  # the smoke run stays small
-    result = bandwidth.run("smoke")
-    assert result.knobs["sizes_mb"][-1] == config.size("copy_mb", "smoke")
-    assert result.repeats == config.size("repeat", "smoke")
-
-
 def test_checking_ffcv_leaves_torch_threads_alone():
     before = torch.get_num_threads()
     capabilities.check_ffcv()  # importing ffcv sets torch's threads to 1

@@ -94,6 +94,15 @@ def test_the_script_leaves_out_solutions_and_sets_knobs_after_the_defaults(tmp_p
         as_script.run(path, tmp_path, "smoke")
 
 
+def test_a_spawned_worker_does_not_run_the_notebook_again(tmp_path):
+    # a kernel's cells are not a file: spawn and forkserver children import nothing of them (notebook 14 times both)
+    cell = "import multiprocessing as mp\np = mp.get_context('spawn').Process(target=print)\np.start()\np.join()\n"
+    cell += "assert p.exitcode == 0, p.exitcode"
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(cell)]), path)
+    as_script.run(path, tmp_path, "smoke")  # raises SystemExit when the child failed to start
+
+
 # Keys a smoke run cannot reach: the grouped shuffle's speed-up at N = 2**26 needs the workshop sweep. Keys ending
 # in _cuda are measured on a GPU only (notebook 05's sweep on CUDA; see reports/runs/nvidia-h200-*).
 NEEDS_A_LARGER_SCALE = {"grouped_speedup_2p26"}

@@ -74,6 +74,9 @@ def run(notebook: Path, results: Path, scale: str, knobs: dict[str, str] | None 
     # the package as this process found it, even where it is not installed (a GPU machine runs it from the checkout)
     package_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
-    done = subprocess.run([sys.executable, str(path)], cwd=notebook.parent, env=env, check=False)
+    # run as a kernel runs a cell: the script is not __main__'s file, so a spawned or forkserver worker does not
+    # execute the whole notebook again on start-up (it would, with `python script.py`)
+    run_as_cells = "import sys; p = sys.argv[1]; exec(compile(open(p, encoding='utf-8').read(), p, 'exec'))"
+    done = subprocess.run([sys.executable, "-c", run_as_cells, str(path)], cwd=notebook.parent, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{notebook.name} failed (exit {done.returncode}) at the {scale} scale; script: {path}")

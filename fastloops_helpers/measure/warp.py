@@ -31,7 +31,7 @@ from typing import TypeVar
 K = TypeVar("K", bound=Hashable)
 
 ENV = "FASTLOOPS_WARP"
-WIDE = 3.0  # the margin a compared verdict must hold by ("wide" in CONTRIBUTING.md and book/claims.py)
+WIDE = 3.0  # the margin a compared verdict must hold by ("wide" in CONTRIBUTING.md and book/claims/)
 STEP = 4.0  # the ratio between neighbouring factors: more than WIDE
 LEVELS = (-2, -1, 0, 1, 2)  # exponents of STEP: factors from 1/16 to 16
 

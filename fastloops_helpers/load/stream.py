@@ -11,8 +11,8 @@
 - `HFStream(urls, ...)`: Hugging Face `datasets` streaming the Parquet shards over HTTP (resumable, splittable by
   node, with its own skip mode whose losses are counted here).
 - `shard_order`, `interleave`, `shuffled`: the epoch's shard order, several shards read at once, the buffer.
-- `Batches(samples, batch_size, px, threads)`: batches of decoded images (or of raw bytes, `decode=False`), with
-  optional timeline hooks (`Recorder`) because a stream has no `__getitem__` for the timeline to wrap.
+- `Batches(samples, batch_size, px, threads)`: batches of decoded images, with timeline hooks (`Recorder`); they
+  live in `load.stream_batches` and are re-exported here.
 
 Every sample is a dict with `key`, `cls` and `jpg` (bytes). A shard that is missing, cut short, or whose server
 went away raises `ShardError` naming the shard and its URL; with `skip=True` the reader goes on and counts the
@@ -25,24 +25,38 @@ Explained in notebooks/16_when_data_no_longer_fits.ipynb.
 
 from __future__ import annotations
 
-import io
 import os
 import random
 import re
-import threading
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from itertools import islice
 from typing import Any
 
 import numpy as np
-import torch
 
 from ..extras import require
+from .stream_batches import Batches, Recorder, Sample, decode_jpeg
 
-Sample = dict[str, Any]
+__all__ = [  # the readers here, and the batches from load.stream_batches
+    "Batches",
+    "HFStream",
+    "ParquetStream",
+    "Recorder",
+    "ShardError",
+    "ShuffleBuffer",
+    "TarStream",
+    "decode_jpeg",
+    "fetch_parquet",
+    "hf_dataset",
+    "interleave",
+    "shard_order",
+    "shuffled",
+    "split_shards",
+    "tar_samples",
+]
+
 DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # no proxy: the store is on loopback
 
 
@@ -362,90 +376,3 @@ def shuffled(
     mixed = ShuffleBuffer(interleave([shards[i] for i in order], at_once), buffer, seed)
     mixed.set_epoch(epoch)
     return mixed
-
-
-def decode_jpeg(data: bytes, px: int) -> np.ndarray:
-    """Decode JPEG bytes to a px x px RGB uint8 array (HWC): DCT-scaled decode (draft), then a resize."""
-    from PIL import Image
-
-    with Image.open(io.BytesIO(data)) as img:
-        img.draft("RGB", (px, px))  # libjpeg decodes at 1/2, 1/4 or 1/8 scale when that is still >= px
-        return np.array(img.convert("RGB").resize((px, px), Image.Resampling.BILINEAR))
-
-
-class Recorder:
-    """Timeline hooks for a stream: events from any thread, handed to the batch that follows them."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, str, float, float]] = []
-        self.lock = threading.Lock()
-
-    def add(self, lane: str, stage: str, start: float, end: float) -> None:
-        """Record one event."""
-        with self.lock:
-            self.events.append((lane, stage, start, end))
-
-    def take(self) -> list[tuple[str, str, float, float]]:
-        """Return the events recorded since the last call."""
-        with self.lock:
-            events, self.events = self.events, []
-        return events
-
-    def timed(self, fn: Callable[[str], Any], stage: str = "fetch") -> Callable[[str], Any]:
-        """Wrap `fn` (e.g. a shard fetch) so each call is an event on its thread's lane."""
-        from ..measure.clock import now
-
-        def call(arg: str) -> Any:
-            start = now()
-            try:
-                return fn(arg)
-            finally:
-                self.add(
-                    threading.current_thread().name.replace("ThreadPoolExecutor-", "fetch thread "), stage, start, now()
-                )
-
-        return call
-
-
-class Batches:
-    """Batches of a sample source: (uint8 images N x 3 x px x px, labels), the JPEGs decoded on `threads` threads.
-
-    `decode=False` yields (JPEG bytes per sample, labels): the reading alone. `limit` stops after that many
-    samples. With a `recorder`, each batch comes as a `timeline.TimedBatch` carrying the events since the last.
-    Explained in notebooks/16_when_data_no_longer_fits.ipynb.
-    """
-
-    def __init__(
-        self,
-        samples: Iterable[Sample],
-        batch_size: int,
-        px: int,
-        threads: int = 1,
-        decode: bool = True,
-        limit: int | None = None,
-        recorder: Recorder | None = None,
-    ) -> None:
-        self.samples, self.batch_size, self.px, self.threads = samples, batch_size, px, threads
-        self.decode, self.limit, self.recorder = decode, limit, recorder
-
-    def __iter__(self) -> Iterator[Any]:
-        it = iter(self.samples) if self.limit is None else islice(self.samples, self.limit)
-        with ThreadPoolExecutor(self.threads, thread_name_prefix="decode") as pool:
-            while chunk := list(islice(it, self.batch_size)):
-                yield self._batch(chunk, pool)
-
-    def _batch(self, chunk: list[Sample], pool: ThreadPoolExecutor) -> Any:
-        from ..measure.clock import now
-
-        start = now()
-        labels = torch.tensor([int(s["cls"]) for s in chunk])
-        if self.decode:
-            images = list(pool.map(lambda s: decode_jpeg(s["jpg"], self.px), chunk))
-            data = (torch.from_numpy(np.stack(images)).permute(0, 3, 1, 2), labels)
-        else:
-            data = (torch.tensor([len(s["jpg"]) for s in chunk]), labels)
-        if self.recorder is None:
-            return data
-        from ..measure.timeline import TimedBatch
-
-        return TimedBatch(data, self.recorder.take() + [("main: decode", "collate", start, now())])

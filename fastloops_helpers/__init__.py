@@ -15,6 +15,7 @@ from .data.memmap import load_memmap, write_memmap
 from .data.shards import write_shards
 from .data.store import serve
 from .load.batch_loader import BatchLoader
+from .load.crop_window import ResizeCenterCrop
 from .load.getitems import BatchRowDataset, RowDataset
 from .load.move import move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
@@ -25,7 +26,6 @@ from .load.transforms import (
     Normalize,
     RandomCrop,
     RandomHFlip,
-    ResizeCenterCrop,
     center_crop,
     normalize,
     random_crop,

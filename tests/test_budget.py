@@ -20,8 +20,6 @@ STATEMENTS, MODULE_LINES, FUNCTION_LINES, PARAMETERS = 6000, 400, 40, 6
 # Today's ceilings where the package is above a target (issue 31): they only ever go down.
 STATEMENTS_NOW = 6352
 LONG_MODULES_NOW = {
-    "load/stream.py": 451,
-    "load/transforms.py": 420,
     "measure/input_bound.py": 537,
     "experiments/imagefolder.py": 476,
 }

@@ -96,7 +96,7 @@ def test_pillow_transform_matches_the_seed_shapes(root):
 
 
 def test_batched_resize_crop_equals_upsample_then_crop():
-    from fastloops_helpers.load.transforms import ResizeCenterCrop
+    from fastloops_helpers.load.crop_window import ResizeCenterCrop
 
     x = torch.randint(0, 256, (4, 3, 32, 32), dtype=torch.uint8)
     ref = torch.nn.functional.interpolate(x.float(), size=(48, 48), mode="bilinear", align_corners=False)
@@ -112,7 +112,7 @@ def test_batched_resize_crop_equals_upsample_then_crop():
 
 @pytest.mark.parametrize("side,resize,crop", [(32, 48, 32), (32, 40, 32), (64, 48, 32), (31, 47, 30), (224, 256, 224)])
 def test_resize_crop_reads_only_the_window_and_samples_the_full_resize(side, resize, crop):
-    from fastloops_helpers.load.transforms import ResizeCenterCrop
+    from fastloops_helpers.load.crop_window import ResizeCenterCrop
 
     x = torch.randint(0, 256, (2, 3, side, side), dtype=torch.uint8)
     top = int(round((resize - crop) / 2))

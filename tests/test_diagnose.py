@@ -403,22 +403,3 @@ def test_a_cuda_step_on_pageable_batches_is_told_to_pin(quiet):
     d = diagnose(loader, lambda b: b.to("cuda") @ w, batches=6, warmup=1, replay=4)
     assert d.figures.transfer_s > 0 and _pinning_gain(d)
     assert any(r.notebook == "06, 07" for r in d.recommendations)
-
-
-# ------------------------------------------------------------------ the experiment: sizes are parameters
-def test_the_experiment_takes_its_sizes_as_arguments():
-    from fastloops_helpers.experiments import diagnose as experiment
-
-    # the step of a built loop sleeps the step_ms given: the replay of the step alone cannot be shorter
-    loops = {"sleepy": (experiment.SleepyLoader(load_ms=0, n=6, batch_size=4), experiment.timeline.gpu_like_step(0.03))}
-    d = experiment.run_diagnose(loops["sleepy"], batches=3, warmup=1, replay=2)
-    assert d.batches == 3 and d.figures.step_s >= 0.03 * 0.95
-
-
-def test_the_prediction_of_a_loop():
-    from fastloops_helpers.experiments.diagnose import predict
-
-    serial = predict(0.020, 0.002, num_workers=0, cores=2)
-    assert serial["batch_s"] == pytest.approx(0.022) and serial["headspace"] == pytest.approx(11)
-    parallel = predict(0.020, 0.002, num_workers=4, cores=2)  # two cores: two batches at once, not four
-    assert parallel["batch_s"] == pytest.approx(0.010) and parallel["wait_share"] == pytest.approx(0.8)

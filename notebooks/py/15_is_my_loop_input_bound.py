@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~1.5 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -24,9 +24,12 @@
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import os
+import warnings
+from collections.abc import Callable
 from typing import Any
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import torch
 from torch.utils.data import DataLoader
@@ -38,7 +41,6 @@ from fastloops_helpers.data import memmap
 from fastloops_helpers.data import otto_csv as otto
 from fastloops_helpers.data.jpeg_folder import ImageFolder
 from fastloops_helpers.experiments import imagefolder as imf
-from fastloops_helpers.experiments.diagnose import Loop, predict, row, run_diagnose, seconds_per_batch, seconds_per_image, spdl_headspace
 from fastloops_helpers.experiments.training import train_step
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.measure import advice, input_bound, plots, timeline
@@ -114,14 +116,10 @@ show_code(advice.verdict)  # the verdict diagnose prints
 show_code(timeline.gpu_like_step)  # notebook 07's stand-in GPU step, used by every loop below
 
 
-# %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.diagnose
+# %% slideshow={"slide_type": "-"}
 # a loader whose cost is known
 class SleepyLoader:
-    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`: a loader whose cost is known.
-
-    Explained in notebooks/15_is_my_loop_input_bound.ipynb.
-    """
+    """Yield `n` batches of `batch_size` zeros, each after sleeping `load_ms`: a loader whose cost is known."""
 
     def __init__(self, load_ms: float, n: int = 1000, batch_size: int = 32) -> None:
         self.load_s, self.n, self.batch_size = load_ms / 1000, n, batch_size
@@ -165,6 +163,9 @@ for label, d, wait, head in (("20 ms loader", slow_loader, 20 / 22, 22 / 2), ("i
 # and normalises it one sample at a time, in the main process; the step is the stand-in above, `step_ms` long.
 
 # %% slideshow={"slide_type": "subslide"}
+Loop = tuple[Any, Callable[[Any], Any]]  # (loader, step): what each loop builder below returns
+
+
 def image_dataset(prepared: imf.Prepared) -> ImageFolder:
     """Return notebook 09's train split with its per-sample pipeline (decode, resize, crop, flip, normalise)."""
     return ImageFolder(prepared.folder / "train", transform=imf.sample_transform("train"))
@@ -187,12 +188,29 @@ def image_loop(
 # %% slideshow={"slide_type": "subslide"}
 show_code(ImageFolder.__getitem__)  # one sample: the loader decodes, the transform resizes, crops, flips, normalises
 
+
 # %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** with a load time per batch of `L = batch_size x (one image's decode + transforms)` and a step
 # of `S`, the loop does one after the other, so the wait share is `L / (L + S)` and the headspace
 # `(L + S) / S`. We time one image now to fill in `L`.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"}
+def predict(load_s: float, step_s: float, num_workers: int, cores: int) -> dict[str, float]:
+    """Predict wait share and headspace: a batch takes max(step, load / parallel loaders) (load + step with none)."""
+    batch_s = load_s + step_s if num_workers == 0 else max(step_s, load_s / min(num_workers, cores))
+    return {"batch_s": batch_s, "wait_share": 1 - step_s / batch_s, "headspace": batch_s / step_s}
+
+
+def seconds_per_image(data: ImageFolder, n: int = 8) -> float:
+    """Return the median seconds to fetch one sample (decode + per-sample transforms), over the first `n`."""
+    return measure.median(measure.measure(lambda: [data[i] for i in range(n)], repeat=3, warmup=1)) / n
+
+
+serial, parallel = predict(0.020, 0.002, 0, cores=2), predict(0.020, 0.002, 4, cores=2)  # section 2's loop
+assert abs(serial["headspace"] - 11) < 1e-9 and abs(serial["wait_share"] - 20 / 22) < 1e-9
+assert abs(parallel["batch_s"] - 0.010) < 1e-9  # 4 workers on 2 cores load 2 batches at once, not 4
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 prepared = imf.prepare()  # the synthetic ImageFolder and its decoded memmap (written once)
 images = image_dataset(prepared)
 per_image = seconds_per_image(images)
@@ -200,9 +218,28 @@ load_s, step_s = batch_size * per_image, step_ms / 1000
 expect0 = predict(load_s, step_s, num_workers=0, cores=cores)
 print(f"one image {per_image * 1e3:.2f} ms x {batch_size} = L {load_s * 1e3:.0f} ms per batch, S {step_ms} ms")
 
+
+# %% slideshow={"slide_type": "subslide"}
+def run_diagnose(loop: Loop, batches: int, warmup: int, replay: int) -> input_bound.Diagnosis:
+    """Diagnose one loop with these batch counts (warnings about worker counts silenced)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
+        return diagnose(*loop, batches=batches, warmup=warmup, replay=replay)
+
+
+def row(name: str, d: input_bound.Diagnosis) -> dict[str, Any]:
+    """Return one row of the takeaway's table: a loop's figures, verdict and first knob."""
+    top = d.recommendations[0] if d.recommendations else None
+    return {"loop": name, "verdict": d.verdict, "samples_per_s": d.samples_per_s, "wait_share": d.wait_share,
+            "headspace": d.headspace, "first_batch_s": d.first_batch_s, "batch_p50_ms": d.batch_p50_s * 1e3,
+            "batch_p95_ms": d.batch_p95_s * 1e3, "pss_total_mb": d.pss_mb["total"],
+            "first_knob": top.knob if top else "", "first_knob_gain": top.gain if top else 1.0}
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 folder0 = run_diagnose(image_loop(images, batch_size, 0, step_ms), batches, warmup, replay)
 rows.append(row("ImageFolder, 0 workers", folder0))
+assert folder0.batches == batches  # the defaults reached diagnose: warm-up batches left out
 wait0, head0 = expect0["wait_share"], expect0["headspace"]
 _ = measure.predicted("wait share (+-10 points)", wait0 - 0.1, min(wait0 + 0.1, 1), folder0.wait_share, fmt=".0%")
 _ = measure.predicted("headspace (-30 %/+50 %)", 0.7 * head0, 1.5 * head0, folder0.headspace, "x", ".2g")
@@ -270,10 +307,21 @@ def memmap_loop(train: memmap.ImageData, batch_size: int, step_ms: float) -> Loo
 # %% slideshow={"slide_type": "subslide"}
 show_code(BatchLoader._iter_gathered)  # the gather: one take of a chunk of rows, cut into batches
 
+
 # %% [markdown] slideshow={"slide_type": "-"}
 # **Prediction:** the load per batch is now a gather and a few vectorised passes over
 # `batch_size x 3 x 256 x 256` bytes, much less than the decode above, so the wait share falls by about
 # `L / L_memmap`; we time one batch of the loader to fill it in.
+
+# %% slideshow={"slide_type": "subslide"}
+def seconds_per_batch(loader: Any, repeat: int = 3) -> float:
+    """Return the median seconds `loader` takes to yield one batch (after one untimed batch)."""
+    its = [iter(loader)]  # clearing the list frees the iterator (and its workers), even after an error
+    try:
+        return measure.median(measure.measure(lambda: next(its[0]), repeat=repeat, warmup=1))
+    finally:
+        its.clear()
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 fast = memmap_loop(prepared.train, batch_size, step_ms)
@@ -321,7 +369,7 @@ show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_siz
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
@@ -329,6 +377,7 @@ print(f"fetch {fetch_us:.1f} us per sample (threshold for 'in memory': {advice.I
       f"step alone {otto_d.figures.step_s * 1e3:.2f} ms per batch")
 print(otto_d)
 otto_d.advice()
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # With a CPU step, the worker and the step compete for the cores, so the headspace can exceed what the wait
@@ -344,6 +393,32 @@ otto_d.advice()
 #
 # **Prediction:** both replay the same step on batches already in memory, so the two figures agree within the
 # noise of a few batches (the claims registry's range, printed below).
+
+# %% slideshow={"slide_type": "subslide"}
+def spdl_headspace(loop: Loop, live: int, cached: int, warmup: int = 2) -> dict[str, float]:
+    """Return SPDL's headspace: seconds per batch while CacheDataLoader loads, over while it replays its cache.
+
+    `live` batches come from the loader (the first `cached` of them are kept), then `cached` batches are
+    replayed from memory; both phases run the step. Needs spdl-core (the `threads` extra).
+    """
+    from spdl.dataloader import CacheDataLoader
+
+    loader, step = loop
+    if hasattr(loader, "__len__") and len(loader) < live:
+        raise ValueError(f"live={live} batches, but the loader has {len(loader)} per epoch: CacheDataLoader "
+                         f"would start replaying early; use live <= {len(loader)}")
+    wrapped = CacheDataLoader(loader, num_caches=cached, return_caches_after=live, stop_after=live + cached)
+    ends = [measure.now()]
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
+        for batch in wrapped:
+            step(batch)
+            measure.sync()
+            ends.append(measure.now())
+    per_batch = np.diff(ends)
+    live_s, replay_s = float(per_batch[warmup:live].mean()), float(per_batch[live:].mean())
+    return {"live_batch_s": live_s, "replay_batch_s": replay_s, "headspace": live_s / replay_s}
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 try:

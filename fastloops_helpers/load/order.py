@@ -14,6 +14,8 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
+from ..measure.threads import torch_threads
+
 VARIANTS = 16  # distinct inner shuffles shared by the groups: more is more random, costs variants * group_size draws
 
 
@@ -124,15 +126,9 @@ def one_thread(device: torch.device | str = "cpu") -> Iterator[None]:
     300,000 indices), and its spinning slowed the caller's next ops. The switch costs under a µs and only
     affects the calling thread's OpenMP setting. Explained in notebooks/03_custom_loader.ipynb.
     """
-    threads = torch.get_num_threads()
-    serial = torch.device(device).type == "cpu" and threads > 1
-    if serial:
-        torch.set_num_threads(1)
-    try:
+    serial = torch.device(device).type == "cpu"
+    with torch_threads(1 if serial else None):  # the one thread-count guard: it restores the count
         yield
-    finally:
-        if serial:
-            torch.set_num_threads(threads)
 
 
 def shard_size(n: int, world_size: int, drop_last: bool) -> int:

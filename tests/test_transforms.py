@@ -153,8 +153,7 @@ def test_the_gpu_gather_path_equals_the_cpu_copy_path():
     assert torch.equal(T._crop_gather(x, tops, lefts, 9, flips), T._crop_copy(x, tops, lefts, 9, flips))
 
 
-# ------------------------------------------------------- the fused, threaded pipeline and the tutorial's transforms
-from fastloops_helpers.teach import tutorial_transforms as tut  # noqa: E402
+# ------------------------------------------------------- the fused, threaded pipeline
 
 
 @pytest.mark.parametrize("num_threads", [1, 3])
@@ -182,26 +181,3 @@ def test_on_images_takes_dicts_pairs_and_objects():
     for batch in ({"images": x, "labels": y}, (x, y), ImageData(images=x, labels=y, batch_size=[4])):
         images, labels = double(batch)
         assert torch.equal(images, x * 2) and torch.equal(labels, y)
-
-
-def test_tutorial_gather_crop_and_masked_fill_flip_match_slicing():
-    x = _batch(n=6, h=20, w=24).float()
-    tops, lefts = torch.tensor([0, 1, 2, 3, 4, 9]), torch.tensor([13, 0, 5, 7, 1, 2])
-    flips = torch.tensor([True, False, True, False, False, True])
-    cropped = tut.gather_crop(x, tops, lefts, 11, 11)
-    flipped = tut.masked_fill_flip(cropped, flips)
-    for i in range(6):
-        window = x[i, :, tops[i] : tops[i] + 11, lefts[i] : lefts[i] + 11]
-        assert torch.equal(cropped[i], window)
-        assert torch.equal(flipped[i], window.flip(-1) if flips[i] else window)
-    assert torch.equal(tut.gather_crop(x, tops, lefts, 11, 11), T.crop(x, tops, lefts, 11))
-
-
-def test_tutorial_pipeline_gives_the_helpers_floats_and_never_draws_the_last_offset():
-    x = _batch(n=64, h=14, w=14)
-    torch.testing.assert_close(tut.InvAffine()(x), T.normalize(x), atol=1e-5, rtol=1e-5)
-    out = tut.GatherRandomCrop(13, 13, generator=torch.Generator().manual_seed(0))(x.float())
-    assert torch.equal(out, x.float()[:, :, :13, :13])  # randint(14 - 13) is always 0: the offset 1 never comes
-    helpers = T.crop_offsets(64, 14, 14, 13, torch.Generator().manual_seed(0))
-    assert set(helpers[0].tolist()) == {0, 1}  # the helpers draw both offsets
-    assert tuple(tut.tutorial_train_transform(12)(x).shape) == (64, 3, 12, 12)

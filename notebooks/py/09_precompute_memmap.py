@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. [Seed 004](https://docs.pytorch.org/tensordict/stable/tutorials/tensorclass_imagenet.html) moves the deterministic part (decode, resize; for validation also the
@@ -16,14 +16,19 @@
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 import os
 import shutil
+import warnings
 from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import torch
 from matplotlib.ticker import NullFormatter
+from tensordict import MemoryMappedTensor, tensorclass
 from torch import Tensor, nn
+from torch.utils.data import DataLoader
 
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
@@ -34,7 +39,6 @@ from fastloops_helpers.experiments import imagefolder
 from fastloops_helpers.load import transforms
 from fastloops_helpers.load.transforms import IMAGENET_MEAN, IMAGENET_STD
 from fastloops_helpers.measure import plots
-from fastloops_helpers.teach import tutorial_transforms
 
 RESIZE, CROP = imagefolder.RESIZE, imagefolder.CROP  # the tutorial's 256 -> 224: the shapes every store holds
 CORES = len(os.sched_getaffinity(0))  # cores this process may use: the ceiling for decoding workers
@@ -112,27 +116,79 @@ import PIL.features
 print(PIL.features.check_feature("libjpeg_turbo"))
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# `imagefolder.per_image_costs` times each stage, the stages in interleaved rounds, one image at a time on one thread (as a DataLoader
+# `per_image_costs`, below, times each stage, the stages in interleaved rounds, one image at a time on one thread (as a DataLoader
 # worker runs it), with the code shown above (the dataset's `pil_loader`, the sample transform's `precompute` and
 # `per_epoch`), and prints the rate that each running total predicts: the first two rows are the estimate from
 # decode and resize alone, the last one adds the per-epoch part of the sample transform and the collate.
 
+# %% slideshow={"slide_type": "subslide"}
+READ = "read the file's bytes"  # the i/o alone: timed beside the stages, kept out of the table
+
+
+def per_image_costs(folder, split, batch_size, n=32, repeat=7):
+    """Time each stage of the per-sample pipeline per image, and the rate each running total predicts.
+
+    The stages run the DataLoader + ImageFolder pipeline's own code, on one thread as in a DataLoader worker, in
+    interleaved rounds. `attrs` holds open + decode over the three later stages per round, and the ms per image
+    of reading the files' bytes alone (the part of open + decode that is i/o).
+    """
+    ds, tf = ImageFolder(folder / split), imagefolder.sample_transform(split)
+    paths = [p for p, _ in ds.samples[:n]]
+    decoded = [ds.loader(p) for p in paths]
+    stored = [tf.precompute(im) for im in decoded]
+    samples = [tf(im) for im in decoded[:batch_size]]
+    stages = {
+        "open + decode": (lambda: [ds.loader(p) for p in paths], len(paths)),
+        "precompute (resize, to uint8 tensor)": (lambda: [tf.precompute(im) for im in decoded], len(paths)),
+        "per epoch (crop, flip, normalise)": (lambda: [tf.per_epoch(x) for x in stored], len(paths)),
+        "collate (stack the floats)": (lambda: torch.stack(samples), len(samples)),
+        READ: (lambda: [Path(p).read_bytes() for p in paths], len(paths)),
+    }
+    with measure.torch_threads(1):  # one thread per stage, as in a DataLoader worker
+        seconds = measure.interleaved({stage: fn for stage, (fn, _) in stages.items()}, repeat=repeat, warmup=2)
+    per_image = {stage: [s / count for s in seconds[stage]] for stage, (_, count) in stages.items()}
+    read = per_image.pop(READ)
+    table = pd.DataFrame([{"stage": k, "ms_per_image": measure.median(v) * 1e3} for k, v in per_image.items()])
+    table["predicted_images_per_s"] = 1e3 / table["ms_per_image"].cumsum()
+    decode, *later = per_image.values()
+    table.attrs["decode_over_transforms_rounds"] = [d / sum(t) for d, *t in zip(decode, *later)]
+    table.attrs["read_ms_per_image"] = measure.median(read) * 1e3
+    return table
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-costs = imagefolder.per_image_costs(folder, "train", BATCH_SIZE)
+costs = per_image_costs(folder, "train", BATCH_SIZE)
 predicted_decode_resize = costs["predicted_images_per_s"].iloc[1]
 predicted_all_stages = costs["predicted_images_per_s"].iloc[-1]
+assert list(costs["stage"])[0] == "open + decode" and len(costs) == 4 and READ not in set(costs["stage"])
+assert costs["predicted_images_per_s"].is_monotonic_decreasing  # each running total adds one stage's time
 costs.round(3)
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial explains its gain: "much of the overhead is coming from i/o operations rather than the
 # transforms". The table answers that for this pipeline: open + decode (the tutorial's i/o: reading the JPEG and
 # decoding it) against the three later stages together (resize, crop + flip + normalise, collate), per round of
 # the same interleaved timing, and judged by the confidence interval of that ratio. `per_image_costs` also times reading
 # the files' bytes alone, the part of the first stage that is i/o in the strict sense (from the page cache here):
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"}
+def stage_answer(costs, figures):
+    """Say what the stage table says of "i/o rather than the transforms": open + decode against the later stages
+    together, as the `decode_over_transforms` ratio's 95 % interval says, and the largest stage."""
+    low, high = figures["decode_over_transforms" + measure.stats.LOW], figures["decode_over_transforms" + measure.stats.HIGH]
+    word = {"met": "open + decode dominates", "missed": "the transforms dominate"}.get(
+        measure.stats.decide(low, high, 1.0), "open + decode and the transforms are a tie")
+    ms = costs.set_index("stage")["ms_per_image"]
+    return (f"open + decode {ms.iloc[0]:.2f} ms per image (reading the file's bytes alone: "
+            f"{costs.attrs['read_ms_per_image']:.3f} ms), the transforms and collate {ms.iloc[1:].sum():.2f} ms; ratio "
+            f"{figures['decode_over_transforms']:.2f}, 95 % interval {low:.2f} to {high:.2f}: {word} on this machine; "
+            f"largest single stage: {ms.idxmax()} ({ms.max() / ms.sum():.0%} of the per-image time)")
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 stage_figures = measure.interval_figures("decode_over_transforms", costs.attrs["decode_over_transforms_rounds"])
-print(imagefolder.stage_answer(costs, stage_figures))
+print(stage_answer(costs, stage_figures))
+
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Precompute once: the tutorial's tensorclass and three memory-mapped stores
@@ -142,11 +198,32 @@ print(imagefolder.stage_answer(costs, stage_figures))
 # 224, ready to use. Seed 004 does it with a tensorclass, a dataclass of tensors that indexes like one tensor:
 # `from_dataset` allocates memory-mapped tensors of the full size, locks them with `memmap_()` and fills them batch
 # by batch from a DataLoader over the decoding dataset. Its class holds two fields, `images` (uint8, N x C x H x W)
-# and `targets` (int64, N); its DataLoader may decode in worker processes, so it lives in the package
-# (`teach/tutorial_transforms.py`), shown below:
+# and `targets` (int64, N); its DataLoader may decode in worker processes, but those run only the decoding dataset (the package's
+# `ImageFolder`), so the class itself runs in this process and is defined here:
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(tutorial_transforms.ImageNetData.from_dataset)  # its DataLoader may decode in workers
+@tensorclass
+class ImageNetData:
+    """The tutorial's tensorclass: uint8 images (N, C, H, W) and int64 targets (N,), indexable like a Dataset."""
+
+    images: Tensor
+    targets: Tensor
+
+    @classmethod
+    def from_dataset(cls, dataset, prefix=None, batch_size=64, num_workers=0):
+        """Decode every (uint8 image, target) of `dataset` once into memory-mapped tensors; return them.
+
+        With `prefix` the tensors are files in that folder; without (the tutorial) they live in shared memory.
+        """
+        n, shape = len(dataset), dataset[0][0].squeeze().shape
+        data = cls(images=MemoryMappedTensor.empty((n, *shape), dtype=torch.uint8),
+                   targets=MemoryMappedTensor.empty((n,), dtype=torch.int64), batch_size=[n])
+        data.memmap_(prefix)  # locks it: every write below goes to the memory map
+        i = 0
+        for image, target in DataLoader(dataset, batch_size=batch_size, num_workers=num_workers):
+            data[i : i + len(image)] = cls(images=image, targets=target, batch_size=[len(image)])
+            i += len(image)
+        return data
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The tutorial's filling loop also prints the whole tensorclass, and a second one built from the batch, on every
@@ -180,10 +257,10 @@ for backend in memmap.BACKENDS:
                     "write s (one-off)": t.seconds, "reload ms": t_load.seconds * 1e3})
 shutil.rmtree(demo / "val-demo-tutorial", ignore_errors=True)  # memmap_() wants a new folder
 with measure.Timer() as t:
-    stores["tutorial"] = tutorial_transforms.ImageNetData.from_dataset(
+    stores["tutorial"] = ImageNetData.from_dataset(
         val_pre, str(demo / "val-demo-tutorial"), num_workers=min(2, CORES))
 with measure.Timer() as t_load:
-    tutorial_transforms.ImageNetData.load_memmap(str(demo / "val-demo-tutorial"))
+    ImageNetData.load_memmap(str(demo / "val-demo-tutorial"))
 written.append({"store": "tutorial: ImageNetData.from_dataset", "write s (one-off)": t.seconds,
                 "MiB on disk": sum(f.stat().st_size for f in (demo / "val-demo-tutorial").rglob("*.memmap")) / 2**20,
                 "reload ms": t_load.seconds * 1e3})
@@ -235,12 +312,10 @@ print("val:  ", tuple(prep.val.images.shape), prep.val.images.dtype)
 # tutorial writes three batched modules for it: `InvAffine` (subtract a location, divide by a scale, turning the
 # uint8 batch into floats), `RandomCrop` (two `gather` calls with expanded index tensors, rows then columns) and
 # `RandomHFlip` (two `masked_fill`ed copies, one mirrored, added). The two cells below rebuild them, and every
-# measurement of the tutorial's transforms below times these cells' own modules: edit them and the figures follow.
-# `#@save` marks them because the benchmark (`bench imagefolder`) times the same code from
-# `teach/tutorial_transforms.py`, under names that do not clash with the helpers' `RandomCrop`.
+# measurement of the tutorial's transforms below times these cells' own modules: edit them and the figures follow. Their names
+# (`GatherRandomCrop`, `MaskedFillHFlip`) keep them apart from the helpers' `RandomCrop`.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.tutorial_transforms
 def inv_affine(x: Tensor, loc: Tensor, scale: Tensor) -> Tensor:
     """Return (x - loc) / scale: two full passes over the batch, the second over floats."""
     return (x - loc) / scale
@@ -260,7 +335,6 @@ def masked_fill_flip(x: Tensor, flips: Tensor) -> Tensor:
     return x.masked_fill(mask, 0) + x.masked_fill(~mask, 0).flip(-1)
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.tutorial_transforms
 class InvAffine(nn.Module):
     """The tutorial's normaliser: (x - 255 mean) / (255 std) for uint8 input."""
 
@@ -302,6 +376,20 @@ class MaskedFillHFlip(nn.Module):
 def tutorial_train_transform(crop: int, generator: torch.Generator | None = None) -> nn.Sequential:
     """Return the tutorial's train transform: normalise, then random crop, then random flip."""
     return nn.Sequential(InvAffine(), GatherRandomCrop(crop, crop, generator), MaskedFillHFlip(generator))
+
+# %% slideshow={"slide_type": "subslide"}
+sample = prep.train.images[:4]
+tut_tops, tut_lefts, tut_flips = torch.tensor([0, 7, 31, 32]), torch.tensor([32, 0, 5, 31]), torch.tensor([True, False, True, False])
+cropped = gather_crop(sample.float(), tut_tops, tut_lefts, CROP, CROP)
+flipped = masked_fill_flip(cropped, tut_flips)
+for i in range(4):
+    window = sample[i, :, tut_tops[i]:tut_tops[i] + CROP, tut_lefts[i]:tut_lefts[i] + CROP].float()
+    assert torch.equal(cropped[i], window) and torch.equal(flipped[i], window.flip(-1) if tut_flips[i] else window)
+torch.testing.assert_close(InvAffine()(sample), transforms.normalize(sample), atol=1e-5, rtol=1e-5)
+last = GatherRandomCrop(RESIZE - 1, RESIZE - 1)(sample.float())  # randint(1) is always 0: offset 1 never comes
+assert torch.equal(last, sample.float()[..., :RESIZE - 1, :RESIZE - 1])
+print("gather crop and masked-fill flip == slicing; InvAffine == the helpers' normalize, to rounding:", True)
+print("the tutorial's crop never draws the last offset:", True)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The helpers fuse the three into one pass per image. A loader applies one batched transform to each whole uint8
@@ -350,6 +438,7 @@ _ = measure.predicted("crop + flip + normalise over the copy of its output (abou
                       measure.ratios(fused_times, "fused", "copy"), "x")
 print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 1e3):.2f} of one decode")
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The copy is the floor: the transform also reads the uint8 source and converts each byte, and when the float
 # output of a batch no longer fits in the caches the shift runs at RAM speed. `normalize` works image by image
@@ -367,12 +456,49 @@ print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 
 # the gap on a machine with several cores.
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# `imagefolder.transform_costs` times the chain built by `tutorial_train_transform` above, stage by stage and
+# `transform_costs`, below, times the chain built by `tutorial_train_transform` above, stage by stage and
 # whole, beside the helpers' functions, on the same stored batch:
 
+# %% slideshow={"slide_type": "subslide"}
+def transform_costs(images, tutorial, repeat, num_threads=CORES):
+    """Time the tutorial's batched transforms (`tutorial`: normalise, crop, flip; each also alone) beside the
+    helpers' on one stored uint8 batch, interleaved; return ms per image (median, p95) per stage and whole chain.
+
+    `attrs` holds the tutorial's whole chain over the helpers' one-thread one, as the median
+    (`tutorial_over_helpers`) and per round (`tutorial_over_helpers_rounds`).
+    """
+    n, floats = len(images), transforms.normalize(images)
+    cropped = transforms.random_crop(floats, CROP)
+    inv, crop_g, flip_m = tutorial[0], tutorial[1], tutorial[2]
+    one, several = transforms.CropFlipNormalize(CROP, 0.5), transforms.CropFlipNormalize(CROP, 0.5, num_threads=num_threads)
+    fns = {
+        ("normalise", "tutorial: InvAffine"): lambda: inv(images),
+        ("normalise", "helpers: normalize"): lambda: transforms.normalize(images),
+        ("crop", "tutorial: RandomCrop by gather"): lambda: crop_g(floats),
+        ("crop", "helpers: random_crop"): lambda: transforms.random_crop(floats, CROP),
+        ("flip", "tutorial: RandomHFlip by masked_fill"): lambda: flip_m(cropped),
+        ("flip", "helpers: random_hflip"): lambda: transforms.random_hflip(cropped),
+        ("all three", "tutorial: InvAffine, RandomCrop, RandomHFlip"): lambda: tutorial(images),
+        ("all three", "helpers: CropFlipNormalize"): lambda: one(images),
+        ("all three", f"helpers: CropFlipNormalize, {num_threads} threads"): lambda: several(images),
+    }
+    samples = measure.interleaved({" | ".join(k): fn for k, fn in fns.items()}, repeat=repeat, warmup=1)
+    table = pd.DataFrame([{"stage": stage, "transform": name,
+                           "ms_per_image": measure.median(samples[f"{stage} | {name}"]) / n * 1e3,
+                           "p95_ms_per_image": measure.p95(samples[f"{stage} | {name}"]) / n * 1e3}
+                          for stage, name in fns])
+    rounds = measure.ratios(samples, "all three | tutorial: InvAffine, RandomCrop, RandomHFlip",
+                            "all three | helpers: CropFlipNormalize")
+    table.attrs["tutorial_over_helpers"] = measure.median(rounds)
+    table.attrs["tutorial_over_helpers_rounds"] = rounds  # per round, for an interval (measure.predicted)
+    return table
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-transforms_table = imagefolder.transform_costs(stored, repeat=max(5, REPEAT), tutorial=tutorial_train_transform(CROP))
+transforms_table = transform_costs(stored, tutorial_train_transform(CROP), repeat=max(5, REPEAT))
 tutorial_over_helpers = transforms_table.attrs["tutorial_over_helpers"]
+assert set(transforms_table["stage"]) == {"normalise", "crop", "flip", "all three"} and len(transforms_table) == 9
+assert tutorial_over_helpers == measure.median(transforms_table.attrs["tutorial_over_helpers_rounds"])
 transforms_table.round(4)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -399,11 +525,26 @@ _ = measure.predicted(f"tutorial over helpers, time per image (bytes written: {p
 # transforms; (3) the helpers' `BatchLoader` over the memory-mapped fields with the fused transform, in one process,
 # on one thread or split over a few (numpy releases the GIL, so threads use several cores without new processes);
 # (4) [DataLoader workers that each gather a whole batch from the memmap](https://github.com/pytorch/tensordict/blob/main/benchmarks/distributed/dataloading.py) (one `__getitems__` call) and transform it
-# in their `collate_fn`. The cells below show the package code each runs (DataLoader workers import it from the
-# package); the tutorial's loader applies the transform modules of the cells above.
+# in their `collate_fn`. The tutorial's `Collate` and loader run in this process, so the cells below define
+# them, with the transform modules of the cells above; the other cells show the package code that the
+# DataLoader workers import.
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(tutorial_transforms.Collate)
+class Collate(nn.Module):
+    """The tutorial's `collate_fn`: move the batch the tensorclass gathered to `device`, transform its images."""
+
+    def __init__(self, transform: nn.Module | None = None, device: torch.device | str | None = None) -> None:
+        super().__init__()
+        self.transform = transform
+        self.device = torch.device(device) if device is not None else None
+
+    def __call__(self, x: ImageNetData) -> ImageNetData:
+        out = x.pin_memory() if self.device is not None and self.device.type == "cuda" else x
+        if self.device is not None:
+            out = out.to(self.device)
+        if self.transform is not None:
+            out.images = self.transform(out.images)
+        return out
 
 # %% slideshow={"slide_type": "subslide"}
 show_code(memmap.MemmapDataset)
@@ -412,8 +553,16 @@ show_code(memmap.MemmapDataset)
 show_code(transforms.OnImages.forward)
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(imagefolder.sample_transform, imagefolder.dataloader, imagefolder.tutorial_loader,
-          imagefolder.batch_transform, imagefolder.memmap_loader)
+show_code(imagefolder.sample_transform, imagefolder.dataloader, imagefolder.batch_transform,
+          imagefolder.memmap_loader)
+
+# %% slideshow={"slide_type": "-"}
+def tutorial_loader(data, split, batch_size, transform, device="cpu"):
+    """The tutorial's loader over a memmap: a DataLoader over its tensorclass, in one process; `Collate` applies
+    the batched `transform` (this notebook's modules) to each batch the tensorclass gathers in one indexing call."""
+    tensorclass = ImageNetData(images=data.images, targets=data.labels, batch_size=[len(data)])
+    return DataLoader(tensorclass, batch_size=batch_size, shuffle=split == "train", collate_fn=Collate(transform, device))
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **The tutorial's own clock.** The tutorial times each loader with a loop of its own, one pass: the clock
@@ -460,9 +609,9 @@ def tensorclass_fps(loader):
 device = config.device()  # the tutorial's: the GPU when there is one
 tutorial_dl = torch.utils.data.DataLoader(ImageFolder(folder / "train", transform=imagefolder.sample_transform("train")),
                                           batch_size=TUTORIAL_BATCH_SIZE, num_workers=TUTORIAL_WORKERS)
-train_tc = tutorial_transforms.ImageNetData(images=prep.train.images, targets=prep.train.labels,
+train_tc = ImageNetData(images=prep.train.images, targets=prep.train.labels,
                                             batch_size=[len(prep.train)])
-tutorial_tc = torch.utils.data.DataLoader(train_tc, batch_size=TUTORIAL_BATCH_SIZE, collate_fn=tutorial_transforms.Collate(
+tutorial_tc = torch.utils.data.DataLoader(train_tc, batch_size=TUTORIAL_BATCH_SIZE, collate_fn=Collate(
     tutorial_train_transform(CROP).to(device), device))
 rate, t = dataloader_fps(tutorial_dl, device)
 print(f"One iteration over dataloader done! Rate: {rate:4.4f} fps, time: {t: 4.4f}s")
@@ -472,16 +621,53 @@ tutorial_loop = {"tutorial_loop_dataloader_train_images_per_s": rate, "tutorial_
 print(f"tensorclass over dataloader, one pass each: {rate_tc / rate:.1f}x; the tutorial: {claims.quote('memmap_train_speedup')}")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# The project's figures come from whole epochs instead. `imagefolder.sweep` builds each configuration with
-# the functions above, runs one untimed epoch, then times `REPEAT` whole epochs with
-# `imagefolder.images_per_second`, below: every batch counted and timed, the median epoch. The fastest two then
+# The project's figures come from whole epochs instead. `sweep`, below, builds each configuration with
+# the loaders above (`make_loader`), runs one untimed epoch, then times `REPEAT` whole epochs with
+# `imagefolder.images_per_second`: every batch counted and timed, the median epoch. The fastest two then
 # go head to head further down.
 
 # %% slideshow={"slide_type": "-"}
 show_code(imagefolder.images_per_second)
 
+# %% slideshow={"slide_type": "subslide"}
+TUTORIAL = "tutorial: tensorclass + Collate"  # the tutorial's loader: DataLoader over its tensorclass, one process
+ONE_PROCESS = "memmap, one process"  # the helpers' BatchLoader over the memmap, batched transforms, one process
+
+
+def configurations(workers):
+    """The sweep's (pipeline, num_workers, num_threads) configurations."""
+    configs = [("DataLoader + ImageFolder", w, 1) for w in workers] + [(TUTORIAL, 0, 1), (ONE_PROCESS, 0, 1)]
+    configs += [("memmap + threads", 0, w) for w in workers if w > 1]
+    return configs + [("memmap + DataLoader workers", w, 1) for w in workers if w > 0]
+
+
+def make_loader(prep, split, pipeline, num_workers, num_threads, batch_size, tutorial=None):
+    """The loader of one configuration over `split`; `tutorial` is the tutorial loader's batched transform."""
+    if pipeline.startswith("DataLoader"):
+        return imagefolder.dataloader(prep.folder, split, batch_size, num_workers)
+    if pipeline == TUTORIAL:
+        return tutorial_loader(getattr(prep, split), split, batch_size, tutorial)
+    return imagefolder.memmap_loader(getattr(prep, split), split, batch_size, num_workers, num_threads)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def sweep(prep, split, workers, batch_size, repeat, tutorial):
+    """Time every configuration of `split`; return one row each. They run one after another, not interleaved:
+    a persistent worker of one configuration would prefetch its next epoch while another's epoch is timed."""
+    rows = []
+    for pipeline, w, threads in measure.progress(configurations(workers), desc=f"{split} loaders"):
+        with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
+            warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+            loader = make_loader(prep, split, pipeline, w, threads, batch_size, tutorial)
+            timed = imagefolder.images_per_second(loader, repeat, contender=(split, pipeline, w, threads))
+        del loader  # stop persistent workers before the next configuration
+        rows.append({"split": split, "pipeline": pipeline, "num_workers": w, "num_threads": threads,
+                     "batch_size": batch_size, **timed})
+    return rows
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-train_rows = imagefolder.sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT, tutorial=tutorial_train_transform(CROP))
+train_rows = sweep(prep, "train", WORKERS, BATCH_SIZE, REPEAT, tutorial=tutorial_train_transform(CROP))
 train_table = pd.DataFrame(train_rows)
 train_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
@@ -515,12 +701,88 @@ plt.show()
 # **Head to head, in rounds.** Each configuration of the sweep ran alone, in its own spell of the machine: good
 # enough to find the fastest memmap loader and the fastest DataLoader + ImageFolder configuration, not to put a
 # number on their ratio, because a neighbour that wakes up during one configuration's epochs moves it.
-# `imagefolder.head_to_head` therefore takes those two (and the one-process memmap loader, for the tutorial's
+# `head_to_head`, below, therefore takes those two (and the one-process memmap loader, for the tutorial's
 # headline below) and times them in `ROUNDS` rounds: each round runs one epoch of each in a new random order, so a
 # busy spell hits all of them alike. The speedup is the median of the per-round ratios, with the 95-percent
 # interval of that median (order statistics: with six rounds it spans the smallest to the largest ratio);
 # `measure.verdict` calls the benchmark's target met or missed only when the whole interval lies on one side of
 # it, and a tie on this machine otherwise. The half-width is what this scale's rounds afford.
+
+# %% slideshow={"slide_type": "subslide"}
+BEST_MEMMAP, BEST_DATALOADER = "best memmap loader", "best DataLoader + ImageFolder"  # head_to_head's contenders
+
+
+def best_rows(rows, split):
+    """The sweep's rows of `split` that `head_to_head` times: the memmap and the DataLoader + ImageFolder
+    configurations with the most images/s, and the one-process memmap loader."""
+    part = [r for r in rows if r["split"] == split]
+    fastest = {prefix: max((r for r in part if r["pipeline"].startswith(prefix)), key=lambda r: r["images_per_s"])
+               for prefix in ("memmap", "DataLoader")}
+    return {BEST_MEMMAP: fastest["memmap"], BEST_DATALOADER: fastest["DataLoader"],
+            ONE_PROCESS: next(r for r in part if r["pipeline"] == ONE_PROCESS)}
+
+
+def race(prep, split, chosen, batch_size, rounds):
+    """Time each distinct sweep row of `chosen` ({name: row}) for one epoch per round, in a new random order each
+    round after one warm-up epoch; return {name: images/s per round} (names that share a row share its list)."""
+    timed = {}
+    for name, r in chosen.items():
+        timed.update({} if any(r is t for t in timed.values()) else {name: r})
+    with warnings.catch_warnings():  # more workers than cores may win the sweep
+        warnings.filterwarnings("ignore", message=".*worker processes in total.*")
+        loaders = {name: make_loader(prep, split, r["pipeline"], r["num_workers"], r["num_threads"], batch_size)
+                   for name, r in timed.items()}
+        counted = {}
+        fns = {name: partial(one_epoch, loader, counted, name) for name, loader in loaders.items()}
+        seconds = measure.interleaved(fns, repeat=rounds, warmup=1, shuffle=True)
+    del fns, loaders  # stop persistent workers
+    rates = {name: [counted[name] / s for s in values] for name, values in seconds.items()}
+    return {name: next(rates[t] for t, tr in timed.items() if tr is r) for name, r in chosen.items()}
+
+
+def one_epoch(loader, counted, name):
+    """Run one epoch of `loader`, counting its images under `name`."""
+    counted[name] = sum(imagefolder.batch_images(batch) for batch in loader)
+
+
+def head_to_head(prep, split, rows, batch_size, rounds):
+    """Race the sweep's best memmap loader, best DataLoader + ImageFolder and one-process memmap loader."""
+    return race(prep, split, best_rows(rows, split), batch_size, rounds)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def speedup_ratios(rates, loader=BEST_MEMMAP):
+    """The `loader`'s images/s over the best DataLoader's, per round of `head_to_head`."""
+    return measure.ratios(rates, loader, BEST_DATALOADER)
+
+
+def round_figures(split, rates):
+    """The speedups of `head_to_head`'s rounds (median and 95 % interval each) and the two best loaders' images/s."""
+    return {
+        **measure.interval_figures(f"memmap_{split}_speedup", speedup_ratios(rates)),
+        **measure.interval_figures(f"memmap_{split}_one_process_speedup", speedup_ratios(rates, ONE_PROCESS)),
+        f"memmap_{split}_images_per_s": measure.median(rates[BEST_MEMMAP]),
+        f"dataloader_{split}_images_per_s": measure.median(rates[BEST_DATALOADER]),
+    }
+
+
+def speedups(rows):
+    """The sweep's figures: best memmap over best DataLoader images/s per split, the one-process ratios, the
+    rates, and the tutorial's loader beside the one-process memmap loader."""
+    figures = {}
+    for split in [s for s in imagefolder.SPLITS if any(r["split"] == s for r in rows)]:
+        part = [r for r in rows if r["split"] == split]
+        base = max(r["images_per_s"] for r in part if r["pipeline"].startswith("DataLoader"))
+        best = max(r["images_per_s"] for r in part if r["pipeline"].startswith("memmap"))
+        one = next(r["images_per_s"] for r in part if r["pipeline"] == ONE_PROCESS)
+        figures |= {f"memmap_{split}_speedup": best / base, f"memmap_{split}_one_process_speedup": one / base,
+                    f"dataloader_{split}_images_per_s": base, f"memmap_{split}_images_per_s": best}
+        tutorial = [r["images_per_s"] for r in part if r["pipeline"] == TUTORIAL]
+        if tutorial:
+            figures |= {f"tutorial_{split}_images_per_s": tutorial[0],
+                        f"memmap_{split}_one_process_over_tutorial": one / tutorial[0]}
+    return figures
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 targets = {t.figure: t for t in claims.TARGETS if t.benchmark == "bench-imagefolder"}  # the registry's thresholds
@@ -535,15 +797,16 @@ def judge(key, per_round):
 
 def show_rounds(rows, split, rates):
     """Print each contender of the rounds: its sweep configuration and its median images/s over the rounds."""
-    for name, row in imagefolder.best_rows(rows, split).items():
+    for name, row in best_rows(rows, split).items():
         print(f"{name}: {row['pipeline']}, workers={row['num_workers']}, threads={row['num_threads']}: "
               f"{measure.median(rates[name]):.0f} images/s (median of {len(rates[name])} rounds)")
 
 
-train_rates = imagefolder.head_to_head(prep, "train", train_rows, BATCH_SIZE, ROUNDS)
-train_figures = {**imagefolder.speedups(train_rows), **imagefolder.round_figures("train", train_rates)}
+train_rates = head_to_head(prep, "train", train_rows, BATCH_SIZE, ROUNDS)
+train_figures = {**speedups(train_rows), **round_figures("train", train_rates)}
 show_rounds(train_rows, "train", train_rates)
-judge("memmap_train_speedup", imagefolder.speedup_ratios(train_rates))
+judge("memmap_train_speedup", speedup_ratios(train_rates))
+assert set(train_rates) == {BEST_MEMMAP, BEST_DATALOADER, ONE_PROCESS} and all(len(r) == ROUNDS for r in train_rates.values())
 
 # %% slideshow={"slide_type": "subslide"}
 print("timed in every round:", sorted(train_rates))
@@ -583,16 +846,67 @@ _ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stag
 # performance by using multiple workers to load batches from the memory-mapped array. The sweep has both ways to
 # spread the one-process memmap loader over cores: DataLoader worker processes (each gathers and transforms a
 # whole batch, which then crosses to the main process through shared memory) and threads in this process (numpy
-# releases the GIL; nothing crosses). `imagefolder.parallel_rounds` times the fastest configuration of each
+# releases the GIL; nothing crosses). `parallel_rounds`, below, times the fastest configuration of each
 # against the one-process loader in interleaved rounds, as above; each verdict reads its ratio's confidence interval:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-train_parallel = imagefolder.parallel_rows(train_rows, "train")  # the contenders: one process, best of each way
-train_figures |= imagefolder.parallel_figures(
-    "train", imagefolder.parallel_rounds(prep, "train", train_rows, BATCH_SIZE, ROUNDS))
-print("\n".join(imagefolder.parallel_verdicts(train_figures, "train", train_parallel)))
+# %% slideshow={"slide_type": "subslide"}
+PARALLEL = {  # the two ways to spread the one-process memmap loader over cores: (figure word, name in a verdict)
+    "memmap + DataLoader workers": ("workers", "multiple worker processes"),
+    "memmap + threads": ("threads", "multiple threads"),
+}
+
+
+def parallel_rows(rows, split):
+    """The sweep's one-process memmap row of `split` and, for each way of `PARALLEL`, its fastest configuration."""
+    part = [r for r in rows if r["split"] == split]
+    chosen = {ONE_PROCESS: next(r for r in part if r["pipeline"] == ONE_PROCESS)}
+    for way in PARALLEL:
+        found = [r for r in part if r["pipeline"] == way]
+        chosen |= {way: max(found, key=lambda r: r["images_per_s"])} if found else {}
+    return chosen
+
+
+def parallel_rounds(prep, split, rows, batch_size, rounds):
+    """Race the one-process memmap loader against its fastest worker-process and threaded configurations."""
+    return race(prep, split, parallel_rows(rows, split), batch_size, rounds)
+
 
 # %% slideshow={"slide_type": "subslide"}
+def parallel_figures(split, rates):
+    """Each way's images/s over the one process's per round of `parallel_rounds` (median and 95 % interval,
+    `memmap_<split>_<workers|threads>_over_one_process`) and each contender's median images/s."""
+    figures = {f"memmap_{split}_one_process_images_per_s": measure.median(rates[ONE_PROCESS])}
+    for way, (short, _) in PARALLEL.items():
+        if way in rates:
+            key = f"memmap_{split}_{short}"
+            figures |= measure.interval_figures(f"{key}_over_one_process", measure.ratios(rates, way, ONE_PROCESS))
+            figures[f"{key}_images_per_s"] = measure.median(rates[way])
+    return figures
+
+
+def parallel_verdicts(figures, split, chosen):
+    """One line per way: faster than, slower than or a tie with the one process, as the ratio's interval says."""
+    lines = []
+    for way, (short, words) in PARALLEL.items():
+        key = f"memmap_{split}_{short}_over_one_process"
+        if key not in figures:
+            continue
+        low, high = figures[key + measure.stats.LOW], figures[key + measure.stats.HIGH]
+        word = {"met": "faster than", "missed": "slower than"}.get(measure.stats.decide(low, high, 1.0), "a tie with")
+        knob, rate = f"{short}={chosen[way]['num_' + short]}", figures[f"memmap_{split}_{short}_images_per_s"]
+        lines.append(f"{words} ({knob}): {word} one process on this machine ({rate:.0f} vs "
+                     f"{figures[f'memmap_{split}_one_process_images_per_s']:.0f} images/s; ratio {figures[key]:.2f}, "
+                     f"95 % interval {low:.2f} to {high:.2f})")
+    return lines
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+train_parallel = parallel_rows(train_rows, "train")  # the contenders: one process, best of each way
+train_figures |= parallel_figures(
+    "train", parallel_rounds(prep, "train", train_rows, BATCH_SIZE, ROUNDS))
+print("\n".join(parallel_verdicts(train_figures, "train", train_parallel)))
+
+# %% slideshow={"slide_type": "-"}
 print("timed in every round:", sorted(train_parallel))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -603,7 +917,7 @@ print("timed in every round:", sorted(train_parallel))
 # only copy is the normalisation's float output.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-val_rows = imagefolder.sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT, tutorial=InvAffine())
+val_rows = sweep(prep, "val", WORKERS, BATCH_SIZE, REPEAT, tutorial=InvAffine())
 val_table = pd.DataFrame(val_rows)
 val_table[["pipeline", "num_workers", "num_threads", "images_per_s", "epoch_s", "epoch_s_p95"]].round(3)
 
@@ -618,15 +932,15 @@ plt.show()
 # `ROUNDS` rounds as for train:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-val_rates = imagefolder.head_to_head(prep, "val", val_rows, BATCH_SIZE, ROUNDS)
-val_figures = {**imagefolder.speedups(val_rows), **imagefolder.round_figures("val", val_rates)}
+val_rates = head_to_head(prep, "val", val_rows, BATCH_SIZE, ROUNDS)
+val_figures = {**speedups(val_rows), **round_figures("val", val_rates)}
 show_rounds(val_rows, "val", val_rates)
-judge("memmap_val_speedup", imagefolder.speedup_ratios(val_rates))
+judge("memmap_val_speedup", speedup_ratios(val_rates))
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-val_parallel = imagefolder.parallel_rows(val_rows, "val")
-val_figures |= imagefolder.parallel_figures("val", imagefolder.parallel_rounds(prep, "val", val_rows, BATCH_SIZE, ROUNDS))
-print("\n".join(imagefolder.parallel_verdicts(val_figures, "val", val_parallel)))
+val_parallel = parallel_rows(val_rows, "val")
+val_figures |= parallel_figures("val", parallel_rounds(prep, "val", val_rows, BATCH_SIZE, ROUNDS))
+print("\n".join(parallel_verdicts(val_figures, "val", val_parallel)))
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Both pipelines give the model the very same val batches, bit for bit (the precomputed crop is the same uint8
@@ -635,7 +949,7 @@ print("\n".join(imagefolder.parallel_verdicts(val_figures, "val", val_parallel))
 # %% slideshow={"slide_type": "subslide"}
 dl_batch = next(iter(imagefolder.dataloader(folder, "val", BATCH_SIZE, 0)))
 mm_batch = next(iter(imagefolder.memmap_loader(prep.val, "val", BATCH_SIZE)))
-tut_batch = next(iter(imagefolder.tutorial_loader(prep.val, "val", BATCH_SIZE, transform=InvAffine())))
+tut_batch = next(iter(tutorial_loader(prep.val, "val", BATCH_SIZE, InvAffine())))
 same_val_batches = torch.equal(dl_batch[0], mm_batch[0]) and torch.equal(dl_batch[1], mm_batch[1])
 print("same val batch:", same_val_batches)
 print("the tutorial's InvAffine gives the same floats, to rounding:",
@@ -769,8 +1083,8 @@ for key in ("memmap_train_speedup", "memmap_val_speedup", "memmap_train_one_proc
 print(f"tutorial_transform_over_helpers: {figures['tutorial_transform_over_helpers']:.1f}x "
       "(median of per-round ratios)")
 print(f"decode: {figures['decode_ms']:.2f} ms per image; the loader's peak anonymous memory: {peak_anon:.0f} MiB")
-print("\n".join(imagefolder.parallel_verdicts(figures, "train", train_parallel)))
-print(imagefolder.stage_answer(costs, figures))
+print("\n".join(parallel_verdicts(figures, "train", train_parallel)))
+print(stage_answer(costs, figures))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Reproduction check
@@ -804,7 +1118,7 @@ claims.check("memmap_val_same_batches", same_val_batches)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** The tutorial measured batches of 8. Time the train split's one-process pipelines (the DataLoader
-# decoding in this process, the tutorial's loader and the helpers' `BatchLoader`, from `imagefolder.make_loader`
+# decoding in this process, the tutorial's loader and the helpers' `BatchLoader`, from `make_loader`
 # with no workers) at a batch of 8 and at four times `BATCH_SIZE`: all six in interleaved rounds
 # (`measure.interleaved`, one epoch of each per round, in a new order each round), so that a busy spell hits every
 # one alike. Does any pipeline get faster with the bigger batch, by more than its interval? Look for what each pays
@@ -816,8 +1130,8 @@ claims.check("memmap_val_same_batches", same_val_batches)
 from functools import partial
 
 ex1_sizes = (8, 4 * BATCH_SIZE)
-ex1_pipelines = ("DataLoader + ImageFolder", imagefolder.TUTORIAL, imagefolder.ONE_PROCESS)
-ex1_loaders = {(p, b): imagefolder.make_loader(prep, "train", p, 0, 1, b, tutorial_train_transform(CROP))
+ex1_pipelines = ("DataLoader + ImageFolder", TUTORIAL, ONE_PROCESS)
+ex1_loaders = {(p, b): make_loader(prep, "train", p, 0, 1, b, tutorial_train_transform(CROP))
                for p in ex1_pipelines for b in ex1_sizes}
 ex1_counts = {}  # (pipeline, batch size) -> (batches, images) in one epoch
 
@@ -888,7 +1202,7 @@ assert torch.allclose(ex2_torch, transforms.normalize(stored), atol=1e-5)
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex3_index = torch.randperm(len(prep.train), generator=torch.Generator().manual_seed(0))[:BATCH_SIZE].tolist()
-ex3_tensorclass = tutorial_transforms.ImageNetData(images=prep.train.images, targets=prep.train.labels,
+ex3_tensorclass = ImageNetData(images=prep.train.images, targets=prep.train.labels,
                                                    batch_size=[len(prep.train)])
 ex3_dataset = memmap.MemmapDataset(prep.train)
 ex3_times = measure.interleaved({"tutorial: tensorclass indexing": lambda: ex3_tensorclass.__getitems__(ex3_index),

@@ -117,52 +117,6 @@ def test_cuda_run_records_pin_and_copy_through_the_prefetcher():
     assert {"pin", "copy", "fetch", "collate", "wait", "step"} <= stages
 
 
-@pytest.mark.parametrize("num_workers", [0, 1])
-def test_the_workers_experiment_steps_step_ms_per_batch(num_workers):
-    """Notebook 07's defaults reach the measurement: an epoch lasts at least batches x step_ms."""
-    from fastloops_helpers.experiments import workers
-
-    data = TensorDataset(torch.arange(24).float().unsqueeze(1), torch.arange(24))
-    rows, tls = workers.sweep(data, {"w": {"num_workers": num_workers}}, batch_size=6, step_ms=20)
-    assert rows[0]["batches"] == workers.steps(tls["w"]) == 4
-    assert rows[0]["wall_s"] >= 4 * 0.020
-    starts = workers.epoch_starts(data, 1, 6, 0, persistent_workers=True)
-    assert len(starts) == 2 and all(s > 0 for s in starts)
-
-
-def test_the_ladder_runs_interleaved_rounds_and_saves_the_interval_of_its_ratio():
-    """Notebook 07's ladder: one epoch of each num_workers value per round; 2 over 0 per round, with its interval."""
-    from fastloops_helpers import measure
-    from fastloops_helpers.experiments import workers
-
-    data = TensorDataset(torch.arange(24).float().unsqueeze(1), torch.arange(24))
-    rows, tls, img_per_s = workers.interleaved_ladder(data, [0, 2], batch_size=6, step_ms=5, rounds=2)
-    assert [r["config"] for r in rows] == ["num_workers=0", "num_workers=2"] and set(tls) == {r["config"] for r in rows}
-    # 24 samples are 4 batches: the epoch cycles them to 8, four for each of the 2 workers
-    assert all(r["rounds"] == 2 and r["batches"] == 8 for r in rows)
-    assert {n: len(v) for n, v in img_per_s.items()} == {0: 2, 2: 2}
-    assert rows[1]["img_per_s"] == measure.median(img_per_s[2])
-    figures = workers.ladder_figures(img_per_s)
-    ratios = measure.ratios(img_per_s, 2, 0)
-    assert figures["workers2_over_workers0"] == measure.median(ratios)
-    assert (figures["workers2_over_workers0_ci_low"], figures["workers2_over_workers0_ci_high"]) == (
-        measure.median_interval(ratios)
-    )
-    assert figures["ladder_img_per_s_0"] == measure.median(img_per_s[0])
-    assert "workers2_over_workers0" not in workers.ladder_figures({0: [1.0], 1: [2.0]})  # no 2 workers: no claim
-
-
-def test_the_ladder_doubles_to_the_cores_and_gives_each_worker_four_batches():
-    from fastloops_helpers.experiments import workers
-
-    assert workers.ladder(2) == [0, 1, 2]  # the 2-core run as before
-    assert workers.ladder(16) == [0, 1, 2, 4, 8, 16]
-    assert workers.ladder(6) == [0, 1, 2, 3, 4, 6] and workers.ladder(1) == [0, 1]
-    assert workers.epoch_indices(256, [0, 1, 2], 16) == list(range(256))  # enough already: the dataset once
-    cycled = workers.epoch_indices(256, workers.ladder(16), 16)
-    assert len(cycled) == 4 * 16 * 16 and cycled[:256] == cycled[256:512] == list(range(256))
-
-
 def test_float_rows_hold_the_same_numbers_as_the_array():
     from fastloops_helpers.teach import worker_data
 

@@ -37,9 +37,9 @@ from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import broken, jpeg_folder
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
-from fastloops_helpers.experiments import workers
 from fastloops_helpers.load import prefetch, process_prefetch
 from fastloops_helpers.load.collate import fast_collate
+from fastloops_helpers.load.move import move_to
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
 from fastloops_helpers.load.transforms import normalize
 from fastloops_helpers.measure import plots, timeline
@@ -48,7 +48,8 @@ from fastloops_helpers.teach import worker_data
 cores = os.cpu_count()  # the most workers that can run at once
 print(config.describe())
 print(measure.hardware_line())
-warnings.filterwarnings("ignore", message=".*worker processes in total.*")  # we ask for more workers than cores on purpose
+# more workers than cores on purpose; without a GPU, pinning and the CUDA prefetcher are skipped on purpose too
+warnings.filterwarnings("ignore", message=".*(worker processes in total|pin_memory|CUDAPrefetcher).*")
 
 # %% slideshow={"slide_type": "subslide"} tags=["defaults"]
 px = config.size("anatomy.px")                  # decoded images are resized to px x px: bigger costs more per image
@@ -75,22 +76,56 @@ figures = {}
 #
 # The code being timed: the dataset opens one JPEG per sample, decodes it with Pillow and resizes it. In
 # section 2 the same code runs in worker processes, which import it from the package, so the cells below
-# render the package's code from the objects that run (`show_code`). `make_loader` builds the DataLoader;
-# `timeline.instrument` (off screen, as plumbing) only notes when each fetch and collate ran.
+# render the package's code from the objects that run (`show_code`). The cells after them are this notebook's
+# own: `make_loader` builds the DataLoader every section times, wrapped by `timeline.instrument` (plumbing from
+# the package) so that each fetch and collate notes when it ran, and `measure_loader` runs and records epochs.
 
 # %% slideshow={"slide_type": "subslide"}
 # one sample: runs in every worker process, which imports these from the package
 show_code(ImageFolder.__getitem__, jpeg_folder.pil_loader, worker_data.ResizeToTensor)
 
 # %% slideshow={"slide_type": "subslide"}
-# the dataset and the loader every section times (workers pickle or inherit what these build)
-show_code(workers.jpeg_dataset, workers.make_loader)
+def make_loader(dataset, num_workers: int, batch_size: int, **kw) -> DataLoader:
+    """The DataLoader every section times; the workers pickle or inherit the timed dataset and collate."""
+    data, collate = timeline.instrument(dataset, kw.pop("collate_fn", None))  # note when each fetch and collate ran
+    return DataLoader(data, batch_size=batch_size, num_workers=num_workers, collate_fn=collate, **kw)
+
+
+def measure_loader(loader, step_ms: float, epochs: int = 1) -> tuple[dict, timeline.Timeline]:
+    """Record `epochs` epochs of `loader`, each batch followed by a stand-in step of `step_ms` (the CPU stays free).
+
+    With a GPU, each batch is also copied to it (the timeline's `copy` stage)."""
+    gpu = config.device() if config.device().type == "cuda" else None
+    copy = partial(move_to, device=gpu, non_blocking=True) if gpu else None
+    tl = None
+    for _ in range(epochs):
+        tl = timeline.record(loader, step=timeline.gpu_like_step(step_ms / 1000), device=gpu, copy=copy, timeline=tl)
+    return tl.summary(), tl
+
+# %% slideshow={"slide_type": "subslide"}
+def record_config(dataset, knobs: dict, batch_size: int, step_ms: float) -> tuple[dict, timeline.Timeline]:
+    """Record one epoch of a configuration: DataLoader keywords, plus `wrap` (a prefetcher around the loader)."""
+    knobs = dict(knobs)
+    wrap = knobs.pop("wrap", lambda loader: loader)
+    summary, tl = measure_loader(wrap(make_loader(dataset, knobs.pop("num_workers"), batch_size, **knobs)), step_ms)
+    row = {"img_per_s": summary["samples_per_s"]} | {k: summary[k] for k in ("wait_share", "first_batch_s", "wall_s")}
+    return row | {"batches": int((tl.frame().stage == "step").sum()), "parallelism": timeline.parallelism(tl),
+                  "overlap": timeline.overlap_share(tl)}, tl
+
+
+def sweep(dataset, configs: dict, batch_size: int, step_ms: float) -> tuple[list[dict], dict]:
+    """Record one epoch of each named configuration; return one row per configuration and the timelines."""
+    runs = {label: record_config(dataset, knobs, batch_size, step_ms) for label, knobs in configs.items()}
+    return [{"config": label, **row} for label, (row, _) in runs.items()], {label: tl for label, (_, tl) in runs.items()}
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-dataset = workers.jpeg_dataset(synthetic_imagefolder(), px)  # the scale's synthetic ImageFolder, written once
-_ = workers.measure_loader(workers.make_loader(dataset, 0, batch_size), step_ms=0)  # warm the page cache
-base, base_tl = workers.measure_loader(workers.make_loader(dataset, 0, batch_size), step_ms)
-n_batches = workers.steps(base_tl)
+# the scale's synthetic ImageFolder (written once), each image decoded and resized at every access
+dataset = ImageFolder(synthetic_imagefolder() / "train", transform=worker_data.ResizeToTensor(px))
+_ = measure_loader(make_loader(dataset, 0, batch_size), step_ms=0)  # warm the page cache
+base, base_tl = record_config(dataset, {"num_workers": 0}, batch_size, step_ms)
+n_batches = base["batches"]
+assert n_batches == -(-len(dataset) // batch_size), n_batches  # one step per batch, the last one short
 decode_s = base_tl.frame().query("stage == 'fetch'").seconds.sum() / len(dataset)
 predicted = len(dataset) * decode_s + n_batches * step_ms / 1000
 print(f"{len(dataset)} images, decode + resize {decode_s * 1e3:.1f} ms each, step {step_ms} ms per batch")
@@ -133,6 +168,7 @@ events_per_batch = len(base_tl.frame()) / max(1, base_tl.frame().batch.max() + 1
 print(f"recording: {per_event * 1e6:.2f} us per event, {events_per_batch:.1f} events per batch, "
       f"{per_event * len(base_tl.events) / base['wall_s']:.3%} of this epoch")
 
+
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. `num_workers`: decode batches in parallel
 #
@@ -144,18 +180,42 @@ print(f"recording: {per_event * 1e6:.2f} us per event, {events_per_batch:.1f} ev
 # starting the workers costs a fixed delay before the first batch. More workers than cores only share the
 # same cores.
 #
-# The ladder is 0, 1, 2, 4, 8, half the cores and the cores, none above the cores (`workers.ladder`), and a
-# ladder epoch gives each worker of the largest count at least four batches (`workers.epoch_indices`: a
-# dataset too short for that is read again from the start), so no count is judged on one batch per worker.
-# `workers.interleaved_ladder` runs `ladder_rounds` rounds; each round records one epoch of every `num_workers`
-# value, in a new order each round (the harness's `measure.interleaved`), so a busy spell of the machine slows
-# them all alike. The table holds the medians over rounds, the chart the median round of `num_workers=2`, and
-# "2 workers over 0" is the median of the per-round ratios, printed with the 95-percent interval of that median.
+# The ladder is 0, 1, 2, 4, 8, half the cores and the cores, none above the cores, and a ladder epoch gives
+# each worker of the largest count at least four batches (a dataset too short for that is read again from the
+# start), so no count is judged on one batch per worker. `interleaved_ladder` runs `ladder_rounds` rounds; each
+# round records one epoch of every `num_workers` value, in a new order each round (the harness's
+# `measure.interleaved`), so a busy spell of the machine slows them all alike. The table holds the medians over
+# rounds, the chart the median round of `num_workers=2`, and "2 workers over 0" is the median of the per-round
+# ratios, printed with the 95-percent interval of that median.
+
+# %% slideshow={"slide_type": "subslide"}
+def interleaved_ladder(dataset, counts: list[int], batch_size: int, step_ms: float, rounds: int):
+    """Record one epoch of each `num_workers` value per round, in a new order each round, for `rounds` rounds.
+
+    Return one row per value (medians over rounds), each value's timeline from its median round, and
+    {num_workers: img/s per round}, whose per-round ratios `measure.ratios` takes."""
+    indices = [i % len(dataset) for i in range(max(len(dataset), 4 * max(counts) * batch_size))]  # 4+ per worker
+    runs = {n: [] for n in counts}
+
+    def epoch(n: int) -> None:
+        runs[n].append(record_config(dataset, {"num_workers": n, "sampler": indices}, batch_size, step_ms))
+
+    measure.interleaved({n: partial(epoch, n) for n in counts}, rounds, warmup=0, shuffle=True)
+    rows, timelines = [], {}
+    for n, recorded in runs.items():
+        medians = {key: measure.median([row[key] for row, _ in recorded]) for key in recorded[0][0]}
+        rows.append({"config": f"num_workers={n}", **medians, "batches": recorded[0][0]["batches"],
+                     "rounds": len(recorded)})
+        middle = sorted(recorded, key=lambda run: run[0]["img_per_s"])[(len(recorded) - 1) // 2]
+        timelines[rows[-1]["config"]] = middle[1]  # the median round's timeline
+    return rows, timelines, {n: [row["img_per_s"] for row, _ in recorded] for n, recorded in runs.items()}
+
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-ladder_counts = workers.ladder(cores)
-ladder_rows, ladder_tls, ladder_img_per_s = workers.interleaved_ladder(dataset, ladder_counts, batch_size, step_ms,
-                                                                       ladder_rounds)
+ladder_counts = sorted({n for n in (0, 1, 2, 4, 8, cores // 2, cores) if n <= cores})
+ladder_rows, ladder_tls, ladder_img_per_s = interleaved_ladder(dataset, ladder_counts, batch_size, step_ms,
+                                                               ladder_rounds)
+assert all(r["rounds"] == ladder_rounds and r["batches"] >= 4 * max(ladder_counts) for r in ladder_rows), ladder_rows
 ladder_table = pd.DataFrame(ladder_rows).set_index("config")
 ladder_table.round(3)
 
@@ -214,7 +274,7 @@ knob_configs = {
     "prefetch_factor=4": {"num_workers": 2, "prefetch_factor": 4},
     "pin_memory": {"num_workers": 2, "pin_memory": True},
 }
-knob_rows, knob_tls = workers.sweep(dataset, knob_configs, batch_size, step_ms)
+knob_rows, knob_tls = sweep(dataset, knob_configs, batch_size, step_ms)
 print("pinning happened:", (knob_tls["pin_memory"].frame().stage == "pin").any(),
       "(DataLoader pins only when an accelerator is present)")
 knob_table = pd.DataFrame(knob_rows).set_index("config")
@@ -222,9 +282,18 @@ _ = measure.predicted("prefetch_factor 4 over 1, img/s (near each other: +-20 %)
                       knob_table.img_per_s["prefetch_factor=4"] / knob_table.img_per_s["prefetch_factor=1"], "x")
 knob_table.round(3)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+
+# %% slideshow={"slide_type": "subslide"}
+def epoch_starts(dataset, num_workers: int, batch_size: int, step_ms: float, persistent_workers: bool, **kw):
+    """Record two epochs; return the delay from the start of each epoch to its first batch, in seconds."""
+    loader = make_loader(dataset, num_workers, batch_size, persistent_workers=persistent_workers, **kw)
+    df = measure_loader(loader, step_ms, epochs=2)[1].frame()
+    return [float(df[(df.stage == "wait") & (df.start >= s)].end.min() - s) for s in df[df.stage == "start"].start]
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 # two epochs each; the delay from each epoch's start to its first batch
-persist = {f"persistent_workers={p}": workers.epoch_starts(dataset, 2, batch_size, step_ms, p) for p in (False, True)}
+persist = {f"persistent_workers={p}": epoch_starts(dataset, 2, batch_size, step_ms, p) for p in (False, True)}
 for label, (first, second) in persist.items():
     measure.show(f"{label}: first batch of epoch 1", first)
     measure.show(f"{label}: first batch of epoch 2", second)
@@ -296,7 +365,7 @@ show_code(prefetch.CUDAPrefetcher.__iter__, prefetch.one_ahead, prefetch.CUDAPre
           prefetch.CUDAPrefetcher._ready)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-pre_rows, pre_tls = workers.sweep(dataset, {
+pre_rows, pre_tls = sweep(dataset, {
     "num_workers=0": {"num_workers": 0},
     "ThreadPrefetcher": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=depth)},
     "ProcessPrefetcher": {"num_workers": 0, "wrap": lambda dl: ProcessPrefetcher(dl, depth=depth)},
@@ -346,15 +415,19 @@ show_code(worker_data.StackedImages, worker_data.BatchedStackedImages, worker_da
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 images = torch.stack([dataset[i][0] for i in range(len(dataset))])
 labels = torch.tensor(dataset.targets)
-costs = workers.getitem_costs(worker_data.BatchedStackedImages(images, labels), batch_size)
-predicted_getitems = (costs["calls_s"] + costs["collate_s"]) / costs["getitems_s"]
-print(f"batch of {batch_size}: {batch_size} calls {costs['calls_s'] * 1e6:.0f} µs, collate (a copy of "
-      f"{costs['batch_bytes'] / 1e6:.2f} MB) {costs['collate_s'] * 1e6:.0f} µs, one __getitems__ {costs['getitems_s'] * 1e6:.0f} µs")
+batched, indices = worker_data.BatchedStackedImages(images, labels), list(range(batch_size))
+samples = [batched[i] for i in indices]  # one batch's parts, timed on their own: calls, the stack, one gather
+costs = {name: measure.median(seconds) for name, seconds in measure.interleaved({
+    "calls": lambda: [batched[i] for i in indices], "collate": lambda: default_collate(samples),
+    "getitems": lambda: batched.__getitems__(indices)}, warmup=2).items()}
+predicted_getitems = (costs["calls"] + costs["collate"]) / costs["getitems"]
+print(f"batch of {batch_size}: {batch_size} calls {costs['calls'] * 1e6:.0f} µs, collate (a copy of "
+      f"{images[:batch_size].nbytes / 1e6:.2f} MB) {costs['collate'] * 1e6:.0f} µs, one __getitems__ {costs['getitems'] * 1e6:.0f} µs")
 get_rows = []
 for label, data, collate in [("__getitem__ + default_collate", worker_data.StackedImages(images, labels), None),
                              ("__getitems__", worker_data.BatchedStackedImages(images, labels), worker_data.no_collate)]:
-    loader = workers.make_loader(data, 0, batch_size, collate_fn=collate)
-    summary, tl = workers.measure_loader(loader, step_ms=0)  # no step: the loader alone
+    loader = make_loader(data, 0, batch_size, collate_fn=collate)
+    summary, tl = measure_loader(loader, step_ms=0)  # no step: the loader alone
     per_batch = tl.frame().query("stage in ['fetch', 'collate']").groupby("batch").seconds.sum().median()
     get_rows.append({"config": label, "fetch+collate_us_per_batch": per_batch * 1e6, "img_per_s": summary["samples_per_s"]})
 get_table = pd.DataFrame(get_rows).set_index("config")
@@ -665,7 +738,8 @@ print(f"fast collate over the default path: {figures['fast_collate_speedup']:.2f
       f"gather over fast collate: {figures['batched_over_fast_collate']:.2f}x")
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
-figures.update(workers.ladder_figures(ladder_img_per_s))  # medians and 2 over 0 per round, with its interval
+figures.update({f"ladder_img_per_s_{n}": measure.median(v) for n, v in ladder_img_per_s.items()})  # medians
+figures.update(measure.interval_figures("workers2_over_workers0", ladder_ratios))  # per round, with its interval
 ladder_by_n = dict(zip(ladder_counts, ladder_rows))  # the ladder's rows, medians over rounds, by num_workers
 best_n = max(ladder_counts, key=lambda n: ladder_by_n[n]["img_per_s"])
 figures.update({"best_num_workers": best_n, "img_per_s_best": ladder_by_n[best_n]["img_per_s"],
@@ -735,7 +809,7 @@ print("ProcessPrefetcher overlaps the step (> 50 % of step time):", timeline.ove
 # Solution: try the exercise first
 ex1_step_ms = 100  # the exercise's step (the defaults block keeps its own for the cells above)
 # one round of section 2's ladder: the wait shares answer this, not a ratio's verdict
-ex1_rows, ex1_tls, _ = workers.interleaved_ladder(dataset, ladder_counts, batch_size, ex1_step_ms, 1)
+ex1_rows, ex1_tls, _ = interleaved_ladder(dataset, ladder_counts, batch_size, ex1_step_ms, 1)
 for row in ex1_rows:
     ex1_waits = ex1_tls[row["config"]].frame().query("stage == 'wait' and batch > 0").seconds.sum()
     row["wait_after_first"] = ex1_waits / row["wall_s"]
@@ -745,7 +819,7 @@ ex1_first = next((r["config"] for r in ex1_rows if r["wait_after_first"] < 0.1),
 print(f"wait after the first batch under 10 % first at: {ex1_first}; "
       "once loading keeps up, the step sets the pace and more workers only fill the queue")
 # every value of the ladder ran a whole ladder epoch (the wait shares come from its timeline, not from a sleep)
-ex1_batches = -(-len(workers.epoch_indices(len(dataset), ladder_counts, batch_size)) // batch_size)
+ex1_batches = ladder_table.batches.iloc[0]  # section 2's ladder epoch
 assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == ex1_batches for r in ex1_rows), ex1_rows
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -779,7 +853,7 @@ assert ex2_list_mb > 4 * ex2_array.nbytes / 2**20
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex3_spawn = workers.epoch_starts(dataset, 1, batch_size, step_ms, True, multiprocessing_context="spawn")
+ex3_spawn = epoch_starts(dataset, 1, batch_size, step_ms, True, multiprocessing_context="spawn")
 ex3_fork = persist["persistent_workers=True"]
 print(f"spawn, persistent: first batch of epoch 1 after {ex3_spawn[0]:.2f} s, of epoch 2 after {ex3_spawn[1]:.3f} s")
 print(f"fork (section 3): epoch 1 {ex3_fork[0]:.3f} s, epoch 2 {ex3_fork[1]:.3f} s")
@@ -797,7 +871,7 @@ assert ex3_spawn[1] < 0.5 * ex3_spawn[0], "epoch 2 should not pay spawn's interp
 ex4_threads = os.cpu_count()
 torch.set_num_threads(ex4_threads)
 try:
-    ex4_rows, ex4_tls = workers.sweep(dataset, {
+    ex4_rows, ex4_tls = sweep(dataset, {
         "num_workers=0": {"num_workers": 0},
         "ThreadPrefetcher": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=depth)},
     }, batch_size, step_ms)
@@ -817,7 +891,7 @@ assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r[
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex5_rows, ex5_tls = workers.sweep(dataset, {
+ex5_rows, ex5_tls = sweep(dataset, {
     "num_workers=2": {"num_workers": 2},
     "ProcessPrefetcher over num_workers=1": {"num_workers": 1, "wrap": lambda dl: ProcessPrefetcher(dl, depth=depth)},
 }, batch_size, step_ms)

@@ -6,7 +6,7 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: the pinned-memory section runs only with CUDA and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~16 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~22 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
@@ -194,7 +194,7 @@ except TypeError as err:
 # when it is installed.) Each one, as a function of `(xs, device)`:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_moves
+# the slide's one-liners, each a function of (xs, device); dm-tree is optional
 import io
 
 import optree
@@ -252,6 +252,7 @@ checks = pd.DataFrame({"moved correctly (meta)": {name: check_moved(xs, way(xs, 
                                                   for name, way in ways.items()}})
 assert checks.loc["move_to (helpers)"].item() == "ok"
 assert checks.loc["TensorDict.from_dict(xs).to"].item().startswith("xs['pim']")  # the list stays behind
+assert (checks["moved correctly (meta)"].drop("TensorDict.from_dict(xs).to") == "ok").all()  # the others move all
 checks
 
 
@@ -326,6 +327,7 @@ def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dic
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 rows = compare_ways(ways, sides, rounds, block_ms, make_xs=slide_xs)
 assert [(r["leaves"], r["method"]) for r in rows] == [(s, m) for s in sides for m in ways]
+assert all(r["correct"] == "ok" for r in rows if r["method"] != "TensorDict.from_dict(xs).to")  # same tree and values
 table = pd.DataFrame(rows)
 per_call = table.pivot(index="method", columns="leaves", values="us_per_call")
 per_call.round(1).sort_values("large")
@@ -390,7 +392,7 @@ for m in ["move_to (helpers)", "optree.tree_map"]:  # no copy on a CPU target: t
 # each function, so the notebook runs without it):
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_moves
+# two ways from torch tensors (the conversion included), two from JAX arrays converted once beforehand
 import numpy as np
 
 
@@ -533,11 +535,12 @@ def jax_shares_memory() -> dict[str, bool]:
 # %% slideshow={"slide_type": "subslide"}
 if jax_rows:
     print("every JAX way moves every leaf with equal values:", all(r["correct"] == "ok" for r in jax_rows))
+    assert [r["method"] for r in jax_rows if r["correct"] != "ok"] == []
     assert "not a JAX array" in check_jax(xs, xs)  # the check can fail: torch tensors are not JAX arrays
     for way, shared in jax_shares_memory().items():
         print(f"{way}: {'aliases the torch tensor' if shared else 'copies'}")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # What the JAX rows show is dispatch, not data movement: each call crosses into JAX's C++ runtime, builds an
 # array object per leaf and, with `block_until_ready`, waits for JAX's asynchronous dispatch to finish. Where
 # a conversion aliases the torch tensor (printed above), a later in-place write in torch changes the "immutable"

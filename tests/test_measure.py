@@ -195,3 +195,28 @@ def test_rounds_are_added_until_the_interval_is_narrow_or_the_budget_is_spent():
     )
     assert len(noisy["a"]) == len(noisy["b"]) > 6  # too wide: rounds were added, until about twice the time
     assert len(noisy["a"]) < 6 * 4
+
+
+def test_the_memory_probe_sees_this_process_grow_and_its_workers():
+    import multiprocessing as mp
+
+    import numpy as np
+
+    from fastloops_helpers import measure
+
+    before = measure.memory_by_process()[0]
+    block = np.ones(64 * 2**20 // 8)  # 64 MiB of this process's own (anonymous) pages, touched
+    after = measure.memory_by_process()[0]
+    assert after["role"] == "main" and after["anonymous_mb"] - before["anonymous_mb"] > 48
+    assert after["pss_mb"] - before["pss_mb"] > 48 and after["uss_mb"] <= after["pss_mb"] + 1
+    child = mp.get_context("fork").Process(target=__import__("time").sleep, args=(30,))
+    child.start()
+    try:
+        rows = measure.memory_by_process()
+        assert [r["pid"] for r in rows if r["role"] == "worker"] == [child.pid]
+        total = measure.pss_mb()
+        assert total["workers"] > 0 and abs(total["total"] - sum(r["pss_mb"] for r in rows)) < 8  # two readings apart
+    finally:
+        child.kill()
+        child.join()
+    del block

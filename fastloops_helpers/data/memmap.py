@@ -250,18 +250,6 @@ class MemmapDataset(torch.utils.data.Dataset):
         return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])  # type: ignore[call-arg]
 
 
-def resident_mb() -> dict[str, float]:
-    """Return this process's resident memory in MiB: anonymous (its own) and file-backed (mapped pages).
-
-    File-backed pages of a memmap are the OS page cache: shared, and dropped under memory pressure.
-    """
-    import psutil
-
-    info = psutil.Process().memory_info()
-    shared = getattr(info, "shared", 0)  # Linux: resident file-backed + shared memory pages
-    return {"anonymous_mb": (info.rss - shared) / 2**20, "file_backed_mb": shared / 2**20}
-
-
 def nbytes(root: str | Path) -> int:
     """Return the bytes on disk of the data set in `root` (images + labels)."""
     meta = read_meta(root)

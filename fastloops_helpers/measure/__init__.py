@@ -6,6 +6,7 @@ Explained in notebooks/00_setup.ipynb.
 from . import warp
 from .clock import Timer, drain, elapsed, interleaved, interleaved_until_steady, measure, now, per_call, sync
 from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
+from .processes import memory_by_process, pss_mb
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
 from .stats import (
     TIE,
@@ -23,6 +24,8 @@ from .stats import (
 from .threads import torch_threads
 
 __all__ = [
+    "memory_by_process",
+    "pss_mb",
     "Timer",
     "drain",
     "elapsed",

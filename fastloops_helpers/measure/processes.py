@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from multiprocessing import forkserver, resource_tracker
+from typing import Any
 
 import psutil
 
@@ -119,22 +120,40 @@ def _own_s(mine: list[psutil.Process]) -> float:
     return total
 
 
-def pss_mb() -> dict[str, float]:
-    """Return the PSS (MB) of this process and the sum over its child processes (DataLoader workers).
+def memory_by_process(with_helpers: bool = False) -> list[dict[str, Any]]:
+    """Return the memory (MiB) of this process (role "main") and of each child process (role "worker").
 
-    Multiprocessing's helpers (`helpers`) are left out: they are no worker, and outlive the loop.
+    The one memory probe: per process its USS (pages only it holds), PSS (its own pages plus its share of every
+    shared page, so PSS adds up across processes), and its resident pages split into anonymous (its own heap)
+    and file-backed (mapped files such as a memmap: page cache, shared and dropped under memory pressure).
+    Multiprocessing's helpers (`helpers`: no worker, they outlive the loop) are left out unless `with_helpers`.
     """
     root = psutil.Process()
-    main = _pss(root)
     kids = root.children(recursive=True)
-    own = helpers(kids)
-    children = [_pss(c) for c in kids if c.pid not in own]
-    return {"main": main, "workers": float(sum(children)), "total": main + float(sum(children))}
+    left_out = set() if with_helpers else helpers(kids)
+    rows = []
+    for role, proc in [("main", root)] + [("worker", k) for k in kids if k.pid not in left_out]:
+        try:
+            info = proc.memory_full_info()
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue  # a worker that ended meanwhile
+        shared = getattr(info, "shared", 0)  # Linux: resident file-backed + shared memory pages
+        rows.append(
+            {
+                "role": role,
+                "pid": proc.pid,
+                "uss_mb": info.uss / 2**20,
+                "pss_mb": getattr(info, "pss", info.uss) / 2**20,  # USS where the system has no PSS
+                "anonymous_mb": (info.rss - shared) / 2**20,
+                "file_backed_mb": shared / 2**20,
+            }
+        )
+    return rows
 
 
-def _pss(proc: psutil.Process) -> float:
-    try:
-        info = proc.memory_full_info()
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return 0.0
-    return getattr(info, "pss", info.uss) / 2**20  # PSS splits shared pages among their users; USS where no PSS
+def pss_mb(with_helpers: bool = False) -> dict[str, float]:
+    """Return the PSS (MiB) of this process, the sum over its child processes (DataLoader workers), and the total."""
+    rows = memory_by_process(with_helpers)
+    main = sum(r["pss_mb"] for r in rows if r["role"] == "main")
+    workers = sum(r["pss_mb"] for r in rows if r["role"] == "worker")
+    return {"main": main, "workers": workers, "total": main + workers}

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import torch
 from torch.utils.data import DataLoader, Dataset, default_collate, get_worker_info
 
@@ -134,25 +133,6 @@ def make_rows(megabytes: int, dim: int = 256, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).standard_normal((n, dim), dtype=np.float32)
 
 
-def memory_by_process(root: psutil.Process) -> list[dict[str, Any]]:
-    """Return USS and PSS (MB) of `root` and each of its child processes, from /proc/PID/smaps."""
-    rows = []
-    for role, proc in [("main", root)] + [("worker", c) for c in root.children(recursive=True)]:
-        try:
-            info = proc.memory_full_info()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-        rows.append(
-            {
-                "role": role,
-                "pid": proc.pid,
-                "uss_mb": info.uss / 2**20,
-                "pss_mb": getattr(info, "pss", info.uss) / 2**20,
-            }
-        )
-    return rows
-
-
 def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> dict[str, Any]:
     """Run one epoch; measure USS/PSS of main and workers just before the last batch is consumed, and samples/s."""
     loader = DataLoader(
@@ -162,13 +142,13 @@ def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> 
         num_workers=num_workers,
         generator=torch.Generator().manual_seed(0),
     )
-    me, snapshot, n = psutil.Process(), [], 0
+    snapshot, n = [], 0
     start = measure.now()
     for i, batch in enumerate(loader):
         n += len(batch)
         if i == len(loader) - 1:  # every sample has been read; workers are still alive
             seconds = measure.elapsed(start, contender=("worker_memory", num_workers))
-            snapshot = memory_by_process(me)
+            snapshot = measure.memory_by_process()
     workers = [r for r in snapshot if r["role"] == "worker"]
     main = next(r for r in snapshot if r["role"] == "main")
     return {

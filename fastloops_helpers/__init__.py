@@ -2,8 +2,9 @@
 
 The public API: what an engineer takes into a real training loop, listed in `__all__` and documented in the API
 reference (`make site`, results/site/api/). Everything else lives in the packages by pipeline stage (`data`,
-`load`), the measurement harness (`measure`), the slides' replicas (`teach`), the notebooks' drivers
-(`experiments`) and the collection's own machinery (`book`), which ships in the wheel but is not part of the API.
+`load`), the measurement harness (`measure`), the loop doctor (`doctor`), the slides' replicas (`teach`), the
+notebooks' drivers (`experiments`) and the collection's own machinery (`book`), which ships in the wheel but is
+not part of the API.
 
 Experimental (its interface may change in a minor version): the streaming pieces, `serve`, `write_shards`,
 `ShuffleBuffer`, `ParquetStream`, `split_shards`, `tar_samples`.
@@ -14,6 +15,7 @@ from .data.jpeg_folder import ImageFolder
 from .data.memmap import load_memmap, write_memmap
 from .data.shards import write_shards
 from .data.store import serve
+from .doctor import Diagnosis, diagnose
 from .load.batch_loader import BatchLoader
 from .load.crop_window import ResizeCenterCrop
 from .load.getitems import BatchRowDataset, RowDataset
@@ -32,7 +34,6 @@ from .load.transforms import (
     random_hflip,
     resize,
 )
-from .measure.input_bound import Diagnosis, diagnose
 
 __version__ = "0.3.0"  # the one version number: pyproject.toml reads it; CHANGELOG.md says what changed
 

@@ -13,8 +13,9 @@ from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import Diagnosis, diagnose
-from fastloops_helpers.measure import advice, input_bound, processes, warp
-from fastloops_helpers.measure.input_bound import LoopError, batch_size
+from fastloops_helpers.doctor import BUSY, LoopError, advice, diagnosis, timed_loop
+from fastloops_helpers.doctor.timed_loop import batch_size
+from fastloops_helpers.measure import processes, warp
 
 
 class SleepyLoader:
@@ -95,28 +96,28 @@ def _slowed_run(others: processes.Neighbours):
         {"begin": i, "end": i + 1, "batch": 1, "wait": 0.5, "copy": 0.0, "step": 0.02, "samples": 8, "first": i == 0}
         for i in range(6)
     ]
-    return input_bound._Run(rows=rows, cached=[torch.zeros(8, 2)] * 2, neighbours=others)
+    return timed_loop.Run(sleep_step(0), 6, 1, 2, rows=rows, cached=[torch.zeros(8, 2)] * 2, neighbours=others)
 
 
 def test_a_step_slowed_in_the_loop_is_inconclusive_only_beside_a_busy_neighbour():
     neighbour = processes.Neighbours(1.0, (("python", 4242, 0.97),))
-    d = input_bound._diagnosis(_slowed_run(neighbour), [], replay_s=0.002, warmup=1, device="cpu")
+    d = diagnosis._diagnosis(_slowed_run(neighbour), [], replay_s=0.002)
     assert d.live_over_replay_step == pytest.approx(20) and not d.recommendations
-    assert d.verdict == f"{input_bound.BUSY}: python (pid 4242) took 97% of a core" and d.others_cores == 1.0
+    assert d.verdict == f"{BUSY}: python (pid 4242) took 97% of a core" and d.others_cores == 1.0
     # the same figures on a quiet machine: the loop slowed its own step (loading took its caches)
-    quiet = input_bound._diagnosis(_slowed_run(processes.Neighbours(0.05)), [], 0.002, 1, "cpu")
+    quiet = diagnosis._diagnosis(_slowed_run(processes.Neighbours(0.05)), [], 0.002)
     assert quiet.verdict == "input-bound"
     # a neighbour that slowed the loop and the replay alike, with cores to spare, leaves a verdict
-    alike = input_bound._diagnosis(_slowed_run(neighbour), [], replay_s=0.04, warmup=1, device="cpu")
-    assert not alike.verdict.startswith(input_bound.BUSY)
+    alike = diagnosis._diagnosis(_slowed_run(neighbour), [], replay_s=0.04)
+    assert not alike.verdict.startswith(BUSY)
     crowded = processes.Neighbours(1.0, (("python", 4242, 0.97),), spare_cores=0.1)  # no core spare: busy
-    assert input_bound._diagnosis(_slowed_run(crowded), [], 0.04, 1, "cpu").verdict.startswith(input_bound.BUSY)
+    assert diagnosis._diagnosis(_slowed_run(crowded), [], 0.04).verdict.startswith(BUSY)
 
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_warped_the_step_in_the_loop_and_alone_keep_their_ratio_and_the_wait_moves(monkeypatch, quiet, seed):
     monkeypatch.setattr(warp, "SEED", seed)  # as FASTLOOPS_WARP does for the notebooks' compared cells
-    f = input_bound._warp_factors()
+    f = timed_loop._warp_factors()
     assert f["step"] == warp.factor("step") and {f["wait"] / f["step"], f["copy"] / f["step"]} <= {
         warp.STEP**e for e in (-2, -1, 1, 2)
     }
@@ -157,8 +158,8 @@ def mnist_loop():
 
 def _told_apart(d):
     """Assert the MNIST shape's verdict: input-bound, or inconclusive only beside other processes it names."""
-    if d.verdict.startswith(input_bound.BUSY):
-        assert d.others_cores >= input_bound.NEIGHBOUR_CORES and d.neighbours and d.neighbours in d.verdict
+    if d.verdict.startswith(BUSY):
+        assert d.others_cores >= diagnosis.NEIGHBOUR_CORES and d.neighbours and d.neighbours in d.verdict
     else:
         assert d.verdict == "input-bound", d
 
@@ -166,7 +167,7 @@ def _told_apart(d):
 def test_the_mnist_shape_reads_input_bound_on_a_quiet_machine():
     d = diagnose(*mnist_loop(), batches=16, warmup=2, replay=8)
     _told_apart(d)
-    if d.others_cores < input_bound.NEIGHBOUR_CORES:  # quiet: whatever slowed the step in the loop was the loop
+    if d.others_cores < diagnosis.NEIGHBOUR_CORES:  # quiet: whatever slowed the step in the loop was the loop
         assert d.verdict == "input-bound"
 
 
@@ -389,7 +390,7 @@ def test_pageable_batches_of_several_mb_beside_a_simulated_gpu_are_told_to_pin(m
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
     monkeypatch.setattr(torch.cuda, "synchronize", lambda device=None: None)
-    monkeypatch.setattr(input_bound, "measure", lambda fn, repeat, warmup, device: [copy_s] * repeat)
+    monkeypatch.setattr(diagnosis, "measure", lambda fn, repeat, warmup, device: [copy_s] * repeat)
     loader = DataLoader(torch.randn(ROWS, ROW_FLOATS), batch_size=BATCH)
     d = diagnose(loader, sleep_step(0.008), batches=6, warmup=1, replay=4)  # the step stands in for a GPU's
     assert d.figures.transfer_s == copy_s and _pinning_gain(d) > 1.1  # 4 ms of copy in a batch of 8 ms and more

@@ -1,4 +1,4 @@
-"""Imports point one way: book -> experiments -> teach -> load/data -> measure -> config (CONTRIBUTING.md, Layout)."""
+"""Imports point one way: book -> experiments -> teach -> data -> doctor -> load -> measure -> config (CONTRIBUTING)."""
 
 import ast
 from pathlib import Path
@@ -15,11 +15,12 @@ LAYER = {
     "models": 0,
     "measure": 1,
     "load": 2,
-    "data": 3,
-    "teach": 4,
-    "experiments": 5,
-    "book": 6,
-    "__init__": 7,
+    "doctor": 3,
+    "data": 4,
+    "teach": 5,
+    "experiments": 6,
+    "book": 7,
+    "__init__": 8,
 }
 
 

@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.5 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -43,7 +43,8 @@ from fastloops_helpers.data.jpeg_folder import ImageFolder
 from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.experiments.training import train_step
 from fastloops_helpers.load.batch_loader import BatchLoader
-from fastloops_helpers.measure import advice, input_bound, plots, timeline
+from fastloops_helpers.doctor import advice, diagnosis, timed_loop
+from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.models import MLP
 
 print(config.describe().split(", data=")[0])
@@ -66,20 +67,20 @@ torch.set_num_threads(main_threads)                # (more: collate's torch.stac
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 1. What `diagnose` times
 #
-# The loop below is the whole measurement. Each batch gets four clock reads: before `next(it)`, after it (the
+# The loop below (`fastloops_helpers.doctor.timed_loop`) is the whole measurement. Each batch gets four clock reads: before `next(it)`, after it (the
 # **wait**: the loader's time and nothing else), after the optional `copy` to the device, and after the step
 # (CUDA synchronised first, so the clock sees the GPU's work, not only its launch). When the loader runs out,
 # `iter` starts a new epoch, as training does, and the first batch's wait includes that restart. The shares
 # are sums over the measured batches divided by their wall time; the warm-up batches are run but left out.
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(input_bound._run, input_bound._epoch, input_bound._pause)  # the loop diagnose runs
+show_code(timed_loop.run_loop, timed_loop._epoch, timed_loop._copy_and_step, timed_loop._pause)  # the loop diagnose runs
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `diagnose` wraps that loop. A `DataLoader` is first rebuilt around an instrumented copy of its dataset and
-# collate (`_instrumented`), so its workers stamp each fetch and collate. Every `replay` live batches,
+# collate (`instrumented`), so its workers stamp each fetch and collate. Every `replay` live batches,
 # `_pause` runs the step alone over the batches kept in memory (`_replay_once`), so a slow spell of the machine
-# hits the live loop and the replay alike; `_replay` adds passes at the end until there are `repeat`, and takes
+# hits the live loop and the replay alike; `timed_loop.replay` adds passes at the end until there are `repeat`, and takes
 # the median: the loop's speed if loading were free. The batches a loader had ready after a pause came without
 # a wait, so the shares leave them out. A step slower in the loop than alone does not mean the machine was busy:
 # loading in the step's own thread takes the step's caches, and that is the loop's own doing. So `diagnose` also
@@ -88,10 +89,10 @@ show_code(input_bound._run, input_bound._epoch, input_bound._pause)  # the loop 
 # cores and, besides, either the step's time per batch in the loop and alone differ by more than `BUSY_RATIO`
 # or the machine had less than `SPARE_CORES` cores spare; it then names the busiest neighbours by name and pid,
 # rather than print a headspace that only measures them. `_diagnosis` turns the rows into shares, percentiles
-# and the advice.
+# and the advice (`fastloops_helpers.doctor.diagnosis`).
 
 # %% slideshow={"slide_type": "subslide"}
-show_code(input_bound.diagnose, input_bound._replay, input_bound._replay_once)  # its entry point
+show_code(diagnosis.diagnose, timed_loop.replay, timed_loop._replay_once)  # its entry point
 
 # %% slideshow={"slide_type": "-"}
 from fastloops_helpers import diagnose  # the package's, shown above
@@ -99,7 +100,7 @@ from fastloops_helpers import diagnose  # the package's, shown above
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 2. The verdict, on loops whose costs we know
 #
-# The rules are plain thresholds on the two measured figures (`fastloops_helpers.measure.advice`):
+# The rules are plain thresholds on the two measured figures (`fastloops_helpers.doctor.advice`):
 
 # %% slideshow={"slide_type": "-"}
 for name in ("INPUT_BOUND_WAIT", "INPUT_BOUND_HEADSPACE", "COMPUTE_BOUND_WAIT", "COMPUTE_BOUND_HEADSPACE"):
@@ -220,14 +221,14 @@ print(f"one image {per_image * 1e3:.2f} ms x {batch_size} = L {load_s * 1e3:.0f}
 
 
 # %% slideshow={"slide_type": "subslide"}
-def run_diagnose(loop: Loop, batches: int, warmup: int, replay: int) -> input_bound.Diagnosis:
+def run_diagnose(loop: Loop, batches: int, warmup: int, replay: int) -> diagnosis.Diagnosis:
     """Diagnose one loop with these batch counts (warnings about worker counts silenced)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*(worker processes|pin_memory).*")
         return diagnose(*loop, batches=batches, warmup=warmup, replay=replay)
 
 
-def row(name: str, d: input_bound.Diagnosis) -> dict[str, Any]:
+def row(name: str, d: diagnosis.Diagnosis) -> dict[str, Any]:
     """Return one row of the takeaway's table: a loop's figures, verdict and first knob."""
     top = d.recommendations[0] if d.recommendations else None
     return {"loop": name, "verdict": d.verdict, "samples_per_s": d.samples_per_s, "wait_share": d.wait_share,
@@ -493,8 +494,8 @@ print("instant loader, 20 ms step is compute-bound:", fast_loader.verdict == "co
 print("  waits < 20 %:", fast_loader.wait_share < 0.2)
 
 # %% slideshow={"slide_type": "subslide"}
-verdicts = ("input-bound", "balanced", "compute-bound", input_bound.BUSY)  # busy: another process took CPU time (named after it)
-print("every loop got a verdict and ranked knobs:", all(r["verdict"] in verdicts or r["verdict"].startswith(input_bound.BUSY) for r in rows), len(rows) == 4)
+verdicts = ("input-bound", "balanced", "compute-bound", diagnosis.BUSY)  # busy: another process took CPU time (named after it)
+print("every loop got a verdict and ranked knobs:", all(r["verdict"] in verdicts or r["verdict"].startswith(diagnosis.BUSY) for r in rows), len(rows) == 4)
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 claims.check("diagnose_input_bound_found", rows[0]["verdict"] == "input-bound")

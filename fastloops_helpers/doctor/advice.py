@@ -121,8 +121,7 @@ def _batched_fetch(f: Figures) -> Recommendation | None:
         f.is_dataloader and not f.has_getitems and per is not None and per < IN_MEMORY_SAMPLE_S and _loading_matters(f)
     ):
         return None
-    exposed = f.batch_s - f.step_s
-    predicted = f.step_s + exposed / BATCHED_SPEEDUP
+    predicted = f.step_s + (f.batch_s - f.step_s) / BATCHED_SPEEDUP  # the exposed loading, batched
     return Recommendation(
         "fetch whole batches: `__getitems__` or BatchLoader",
         f"each sample is fetched by its own `__getitem__` call ({per * 1e6:.3g} us, no decoding: "
@@ -137,8 +136,7 @@ def _precompute(f: Figures) -> Recommendation | None:
     per = f.fetch_per_sample_s
     if per is None or per < DECODE_SAMPLE_S or not _loading_matters(f):
         return None
-    exposed = f.batch_s - f.step_s
-    predicted = f.step_s + exposed / BATCHED_SPEEDUP
+    predicted = f.step_s + (f.batch_s - f.step_s) / BATCHED_SPEEDUP  # the exposed loading, decoded once
     return Recommendation(
         "decode once into a memmap (or decode in threads)",
         f"each sample takes {per * 1e3:.3g} ms to fetch (decoding), {per * f.batch_size * 1e3:.3g} ms per batch",

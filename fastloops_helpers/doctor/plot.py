@@ -12,10 +12,10 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .timeline import STAGE_COLORS
+from ..measure.timeline import STAGE_COLORS
 
 if TYPE_CHECKING:
-    from .input_bound import Diagnosis
+    from .diagnosis import Diagnosis
 
 
 def draw(d: Diagnosis, title: str = "", until: float | None = None) -> Figure:

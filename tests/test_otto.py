@@ -105,7 +105,7 @@ def test_batch_times_counts_batches_after_skip_and_up_to_limit():
     assert len(seen) == 12  # but every batch was stepped
     assert len(batch_times(batches, 1, skip=0)) == 6
     assert len(batch_times(batches, 1, skip=1, limit=2)) == 2
-    with pytest.raises(ValueError, match="no batch timed"):
+    with pytest.raises(ValueError, match="ran out after 2 batches"):
         batch_times(batches[:2], 1, skip=2)
     t = table({"DataLoader": [0.2, 0.2], "fast": [0.1, 0.1]}, batch_size=10)
     assert t.loc["fast", "uplift_%"] == pytest.approx(-50) and t.loc["fast", "samples_per_s"] == pytest.approx(100)

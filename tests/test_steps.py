@@ -111,3 +111,17 @@ def test_what_cannot_be_compared_is_named():
         compare_steps({"short": [(0, 0)] * 3}, lambda: lambda x, y: None, 1, Blocks(2, 2))
     with pytest.raises(ValueError, match="settle >= 0 and timed >= 1"):
         Blocks(settle=1, timed=0)
+
+
+def test_a_block_that_times_its_first_batch_counts_making_the_iterator():
+    from fastloops_helpers.measure.steps import block
+
+    class SlowStart:  # start-up (a DataLoader starting its workers) happens in iter(), before any batch
+        def __iter__(self):
+            time.sleep(0.2)
+            return iter([(0, 0)] * 3)
+
+    waits, steps = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=0, timed=None))
+    assert len(waits) == 3 and waits[0] >= 0.2 > max(waits[1:]) and steps[0] >= waits[0]
+    waits, _ = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=1, timed=None))
+    assert len(waits) == 2 and max(waits) < 0.2  # settled: the start-up is left out with the first batch

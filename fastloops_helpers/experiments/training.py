@@ -14,6 +14,7 @@ from torch import nn
 
 from .. import measure
 from ..load.move import move_to
+from ..measure.steps import Blocks, block
 
 SKIP = 2  # batches per epoch left out of step timings: worker start-up and pipeline fill (the seed skips 11)
 Step = Callable[[torch.Tensor, torch.Tensor], Any]
@@ -30,28 +31,14 @@ def batch_times(
     """Return the seconds of each batch (fetching it plus `step`), over `epochs` epochs.
 
     As in seed 003, consecutive batches are timed back to back, so the clock counts everything the loop waits
-    for; the first batch's time includes making the epoch's iterator (worker start-up). The first `skip`
-    batches of each epoch are left out (0 keeps the whole epoch: the honest throughput), and an epoch stops
-    after `limit` timed batches. Explained in notebooks/10_ffcv_otto.ipynb.
+    for; the first batch's time includes making the epoch's iterator (worker start-up). Each epoch is one block
+    of `measure.steps.block`, the harness's per-batch timer: its first `skip` batches are left out (0 keeps the
+    whole epoch: the honest throughput), and it stops after `limit` timed batches (both rounded up to whole
+    multiples of a DataLoader's workers). Explained in notebooks/10_ffcv_otto.ipynb.
     """
-    times: list[float] = []
-    for _ in range(epochs):
-        batches, i = None, 0
-        while limit is None or i < skip + limit:
-            with measure.Timer(device) as t:
-                batches = iter(loader) if batches is None else batches
-                batch = next(batches, None)
-                if batch is not None and step is not None:
-                    step(*batch)
-            if batch is None:
-                break
-            if i >= skip:
-                times.append(t.seconds)
-            i += 1
-        getattr(batches, "close", lambda: None)()  # stop a generator or FFCV's reader thread early
-    if not times:
-        raise ValueError(f"no batch timed: each epoch needs more than {skip} batches; use more data")
-    return times
+    blocks = Blocks(settle=skip, timed=limit)
+    run = step or (lambda *batch: None)
+    return [s for _ in range(epochs) for s in block("the loader", loader, run, blocks, device)[1]]
 
 
 def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> Step:

@@ -112,18 +112,23 @@ def compare_steps(
 def block(
     name: str, loader: Iterable[Any], step: Step, blocks: Blocks, device: torch.device | str | None = None
 ) -> tuple[list[float], list[float]]:
-    """Run one block behind a fresh iterator of `loader`; return the timed (waits, steps) in seconds."""
+    """Run one block behind a fresh iterator of `loader`; return the timed (waits, steps) in seconds.
+
+    The one per-batch timer: each batch's wait (making the iterator, for the first) and its whole step are timed
+    back to back, so the clock counts everything the loop waits for. Explained in notebooks/11_ffcv_cifar.ipynb.
+    """
     per = producers(loader)
     settle = math.ceil(blocks.settle / per) * per
     timed = None if blocks.timed is None else math.ceil(blocks.timed / per) * per
-    batches = iter(loader)
+    batches: Iterator[Any] | None = None
     waits: list[float] = []
     steps: list[float] = []
     try:
         done = 0
         while timed is None or done < settle + timed:
             with Timer(device) as whole:
-                with Timer(device) as wait:
+                with Timer(device) as wait:  # the first wait makes the iterator: worker start-up counts
+                    batches = iter(loader) if batches is None else batches
                     batch = next(batches, None)
                 if batch is None:
                     break
@@ -133,7 +138,8 @@ def block(
                 steps.append(whole.seconds)
             done += 1
     finally:
-        close(batches)
+        if batches is not None:
+            close(batches)
     if not steps or (timed is not None and len(steps) < timed):
         raise ValueError(
             f"{name!r} ran out after {done} batches; a block needs {settle} to settle and "

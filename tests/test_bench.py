@@ -128,7 +128,7 @@ def test_copy_bandwidth_counts_bytes_and_rejects_unknown_library():
         bandwidth.copy_bandwidth(2**20, "jax")
 
 
-@pytest.mark.parametrize("name", ["loops", "getitem", "gather", "bandwidth"])
+@pytest.mark.parametrize("name", ["loops", "bandwidth"])
 def test_experiments_do_not_import_each_other(name):
     import ast
     from pathlib import Path
@@ -183,67 +183,6 @@ def test_the_slide_loader_is_the_one_notebook_03_shows():
 
     batches = list(FastDataloader(torch.arange(10), 4))
     assert [len(b) for b in batches] == [4, 4, 2] and sorted(torch.cat(batches).tolist()) == list(range(10))
-
-
-def test_gather_compare_reports_every_primitive_and_the_loaders_share_of_the_best():
-    from fastloops_helpers.experiments import gather
-
-    result = gather.compare(2048, 16, 256, rounds=2)
-    assert {r["gather"] for r in result.rows} == {
-        "helpers",
-        "index_select",
-        "advanced_indexing",
-        "np_take",
-        "per_row_stack",
-    }
-    assert result.figures["helpers_gb_per_s"] > 0 and result.figures["helpers_over_best_primitive"] > 0
-    assert [r["gb_per_s"] for r in result.rows] == sorted((r["gb_per_s"] for r in result.rows), reverse=True)
-
-
-def test_getitem_slide_example_names_the_claims_figures():
-    from fastloops_helpers.experiments import getitem
-
-    figures = getitem.slide_example(1000, repeat=2)
-    assert set(figures) == {"slide_100_per_sample_us", "slide_100_batched_us", "slide_100_speedup"}
-    assert figures["slide_100_speedup"] > 1  # 100 Python calls + a stack cannot beat one indexing call
-
-
-def test_getitem_times_the_fetches_it_is_given_and_compare_takes_its_sizes():
-    from fastloops_helpers.experiments import getitem
-    from fastloops_helpers.teach.slide_getitem import batched_fetch, per_sample_fetch
-
-    calls = {"per_sample": 0, "batched": 0}
-
-    def counted(name, fetch):
-        def wrapped(*args):
-            calls[name] += 1
-            return fetch(*args)
-
-        return wrapped
-
-    rows = getitem.sweep(
-        torch.arange(500),
-        [1, 10],
-        repeat=1,
-        per_sample=counted("per_sample", per_sample_fetch),
-        batched=counted("batched", batched_fetch),
-    )
-    assert len(rows) == 8 and calls["per_sample"] > 0 and calls["batched"] > 0
-    result = getitem.compare(500, 3, [1, 10], repeat=1)
-    assert {r["data"] for r in result.rows} == {"index", "matrix"} and len(result.rows) == 16
-    assert result.knobs == {"rows": 500, "features": 3, "batch_sizes": [1, 10]} and result.repeats == 1
-
-
-def test_the_slides_datasets_give_the_same_batches_as_each_other():
-    from torch.utils.data import DataLoader
-
-    from fastloops_helpers.teach.slide_getitem import FD, D, batched_fetch, per_sample_fetch
-
-    data = torch.arange(10) * 3
-    per_sample = list(DataLoader(D(data), batch_size=4))
-    batched = list(DataLoader(FD(data), batch_size=4, collate_fn=lambda x: x))
-    assert all(torch.equal(a, b) for a, b in zip(per_sample, batched)) and len(batched) == 3
-    assert torch.equal(per_sample_fetch(data, [1, 5]), batched_fetch(data, torch.tensor([1, 5])))
 
 
 def test_no_experiment_reads_the_sizes_table():

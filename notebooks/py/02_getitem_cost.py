@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~26 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~21 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
@@ -27,8 +27,6 @@ from torch.utils.data import DataLoader, Dataset
 from fastloops_helpers import config, measure
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
-from fastloops_helpers.experiments import gather as gather_bench  # the gather benchmark (`gather` is rows.gather)
-from fastloops_helpers.experiments import getitem
 from fastloops_helpers.load import getitems, rows
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.load.getitems import (BatchRowDataset, GetItemsMixin, RowDataset, SampleListDataset,
@@ -58,7 +56,7 @@ gather_rounds = config.size("gather.rounds")      # interleaved rounds of the ga
 # call with a tensor of indices.
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.slide_getitem
+# the slide's two fetches (the cells below time these functions)
 def per_sample_fetch(x: torch.Tensor, items: list[int]) -> torch.Tensor:
     """The slide's slow fetch: one `x[i]` call per index, then a stack (what `default_collate` does)."""
     return torch.stack([x[i] for i in items])
@@ -74,28 +72,34 @@ def batched_fetch(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 # `%timeit` of the batched side runs `idxs = torch.arange(100); xx[idxs]`, so its figure also pays for
 # building the index tensor, which is no part of the fetch (a loader gets its indices from the sampler) and
 # makes the batched side look slower than it is. Here the index tensor is built once, before any clock starts
-# (below and in `getitem.slide_example`), and only `batched_fetch(xx, index)` is timed, so the batched figure
+# (below), and only `batched_fetch(xx, index)` is timed, so the batched figure
 # here and the slide's are not quite the same measurement:
 
 # %% slideshow={"slide_type": "-"}
 xx, index = torch.arange(num_samples), torch.arange(100)
-print("same batch:", torch.equal(per_sample_fetch(xx, range(100)), batched_fetch(xx, index)))
+same = torch.equal(per_sample_fetch(xx, range(100)), batched_fetch(xx, index))
+print("same batch:", same)
+assert same and torch.equal(batched_fetch(xx, index), index)  # xx[i] is i
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** A Python call that indexes one element of a tensor costs on the order of a µs (argument parsing,
 # a new tensor object): 100 of them plus `torch.stack` cost 100 x (0.5 to 2 µs), some 50-200 µs. One indexing
 # call with a tensor of 100 indices pays that [overhead](https://horace.io/brrr_intro.html) once (2 to 10 µs) and copies 800 bytes. So a ratio
-# between 50 / 10 = 5x and 200 / 2 = 100x. `getitem.slide_example` times the two functions above, interleaved,
+# between 50 / 10 = 5x and 200 / 2 = 100x. The cell below times the two functions above, interleaved,
 # many calls per round; `python -m fastloops_helpers.book.bench getitem` saves the same figures.
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-slide = getitem.slide_example(num_samples, repeat, per_sample_fetch, batched_fetch)
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+slide_fns = {"per_sample": lambda: per_sample_fetch(xx, range(100)), "batched": lambda: batched_fetch(xx, index)}
+seconds = measure.per_call(slide_fns, repeat=repeat, block_s=0.01)
+slide = {"slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
+         "slide_100_batched_us": measure.median(seconds["batched"]) * 1e6,
+         "slide_100_speedup": measure.ratio(seconds, "per_sample", "batched")}  # median of per-round ratios
 print(f"100 single fetches stacked: {slide['slide_100_per_sample_us']:.1f} µs; one batched fetch of 100: "
       f"{slide['slide_100_batched_us']:.2f} µs; {slide['slide_100_speedup']:.0f}x "
       f"(the slide: {claims.quote('slide_100_speedup')})")
 _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["slide_100_speedup"], "x")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The estimate misses on the low side when the interpreter is fast and the machine idle (the per-call overhead
 # is then nearer half a µs) and on the high side when `torch.stack` of 0-d tensors costs more than a
 # copy per element, which depends on the torch version.
@@ -105,7 +109,7 @@ _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["s
 #
 # If the per-sample path costs a fixed amount per sample and the batched path a fixed amount per call, then the
 # per-sample path's µs per sample stays flat as the batch grows (say within 2x from the smallest batch to the
-# largest), while the batched path's µs per sample falls until the copy itself dominates (to well under half). `getitem.sweep` times four ways to fetch random rows: `per_sample_stack`
+# largest), while the batched path's µs per sample falls until the copy itself dominates (to well under half). `fetches` below names four ways to fetch a batch of rows: `per_sample_stack`
 # (`per_sample_fetch`), `per_sample_calls` (the Python calls alone, no stack), `batched_index` (`batched_fetch`)
 # and `helpers_gather` (`rows.gather`, the gather `BatchLoader` uses).
 
@@ -118,9 +122,27 @@ _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["s
 # the helpers' fetch: BatchLoader calls it for every chunk of rows (so does `helpers_gather` in the sweep)
 show_code(rows.gather)
 
+
+# %% slideshow={"slide_type": "subslide"}
+def fetches(x: torch.Tensor, index: torch.Tensor) -> dict[str, Callable[[], Any]]:
+    """{name: fetch the rows `index` of `x` once} for each way of fetching a batch."""
+    items = index.tolist()
+    return {"per_sample_stack": lambda: per_sample_fetch(x, items),  # what DataLoader + default_collate do
+            "per_sample_calls": lambda: [x[i] for i in items],  # the Python calls alone, no stack
+            "batched_index": lambda: batched_fetch(x, index),  # the slide's one call
+            "helpers_gather": lambda: rows.gather(x, index)}  # what BatchLoader uses
+
+
+check = fetches(xx, torch.tensor([7, 3, 7]))
+assert all(torch.equal(check[k](), torch.tensor([7, 3, 7])) for k in check if k != "per_sample_calls")
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-sweep = pd.DataFrame(getitem.sweep(xx, batch_sizes, repeat=repeat, per_sample=per_sample_fetch,
-                                   batched=batched_fetch))
+sweep_gen, sweep = torch.Generator().manual_seed(0), []  # random row indices, the same on every run
+for bs in measure.progress(batch_sizes, desc="batch sizes"):
+    seconds = measure.per_call(fetches(xx, torch.randint(len(xx), (bs,), generator=sweep_gen)), repeat=repeat)
+    sweep += [{"batch_size": bs, "fetch": k, "us_per_batch": measure.median(v) * 1e6} for k, v in seconds.items()]
+sweep = pd.DataFrame(sweep)
+sweep["us_per_sample"] = sweep.us_per_batch / sweep.batch_size
 sweep.pivot(index="batch_size", columns="fetch", values="us_per_sample").round(3)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
@@ -177,7 +199,7 @@ for bs, row in parts.iterrows():
 # measurement after it times these functions: edit one and its row of the table moves.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.gather
+# the four candidates: the table below times these functions
 def index_select(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """torch's row gather; on the CPU it splits the rows across torch's threads."""
     return x.index_select(0, index)
@@ -199,28 +221,54 @@ def per_row_stack(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `gather_bench.compare` (the function behind `python -m fastloops_helpers.book.bench gather`, which times the
-# package's copy of the cell above) times a shuffled epoch of each primitive the notebook passes it, interleaved over
-# rounds in a new order each round, plus `BatchLoader`. The loader cuts the epoch's permutation into chunks of about
-# 512 KiB of rows and gathers each chunk with `rows.gather` (shown in the sweep section), which picks `np.take` or
-# `index_select`:
+# `per_batch` makes one shuffled epoch of a gather: a permutation cut into batches, one call per batch. The
+# cells below time an epoch of each primitive, interleaved over rounds in a new order each round, plus `BatchLoader`
+# (`python -m fastloops_helpers.book.bench gather` runs this notebook and saves the same figures). The loader cuts
+# the epoch's permutation into chunks of about 512 KiB of rows and gathers each chunk with `rows.gather` (shown in
+# the sweep section), which picks `np.take` or `index_select`:
 
 # %% slideshow={"slide_type": "subslide"}
 # BatchLoader's epoch: gather a chunk of rows per call, then cut it into batches (views)
 show_code(BatchLoader._iter_gathered)
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-primitives = {"index_select": index_select, "advanced_indexing": advanced_indexing, "np_take": np_take,
-              "per_row_stack": per_row_stack}  # the cell's gathers: edit one and its row of the table moves
-gathers = gather_bench.compare(gather_rows, num_features, gather_batch_size, gather_rounds, primitives)
-gathers.table().round(3)
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-gb = {r["gather"]: r["gb_per_s"] for r in gathers.rows}
+# %% slideshow={"slide_type": "subslide"}
+def per_batch(x: torch.Tensor, batch_size: int, fetch: Callable, seed: int = 0) -> Callable[[], None]:
+    """One shuffled epoch: draw a permutation and call `fetch(x, indices)` once per batch."""
+    g = torch.Generator().manual_seed(seed)
+
+    def epoch() -> None:
+        for index in torch.randperm(len(x), generator=g).split(batch_size):
+            fetch(x, index)
+
+    return epoch
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+primitives = {"index_select": index_select, "advanced_indexing": advanced_indexing, "np_take": np_take}
+gather_x = torch.rand(gather_rows, num_features, generator=torch.Generator().manual_seed(0))
+gather_epochs = {"helpers": measure.drain(BatchLoader(gather_x, gather_batch_size, shuffle=True, seed=0))}
+gather_epochs |= {k: per_batch(gather_x, gather_batch_size, f) for k, f in primitives.items()}
+gather_s = measure.interleaved(gather_epochs, gather_rounds, warmup=1, desc="gather", shuffle=True)
+slow = {"per_row_stack": per_batch(gather_x, gather_batch_size, per_row_stack)}  # a call per row: one epoch
+gather_s |= measure.interleaved(slow, 1, warmup=0, desc="per row")
+gathers = pd.DataFrame({"gather": k, "ms_per_epoch": measure.median(v) * 1e3, "p95_ms": measure.p95(v) * 1e3,
+                        "gb_per_s": gather_x.nbytes / measure.median(v) / 1e9, "epochs": len(v)}
+                       for k, v in gather_s.items()).sort_values("gb_per_s", ascending=False, ignore_index=True)
+gathers.round(3)
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+gb = dict(zip(gathers.gather, gathers.gb_per_s))
+best = [min(pair) for pair in zip(gather_s["np_take"], gather_s["index_select"])]  # BatchLoader's two, per round
+gather_figures = {"helpers_gb_per_s": gb["helpers"],
+                  "helpers_over_best_primitive": measure.ratio(gather_s | {"best": best}, "helpers", "best"),
+                  "helpers_epoch_ms": measure.median(gather_s["helpers"]) * 1e3,  # the medians behind that ratio
+                  "best_primitive_epoch_ms": measure.median(best) * 1e3}
+gather_figures |= {f"{k}_gb_per_s": v for k, v in gb.items() if k != "helpers"}
 print(f"np.take over advanced indexing: {gb['np_take'] / gb['advanced_indexing']:.1f}x; "
       f"index_select over advanced indexing: {gb['index_select'] / gb['advanced_indexing']:.1f}x")
-print(f"BatchLoader: {gathers.figures['helpers_gb_per_s']:.2f} GB/s; its epoch takes "
-      f"{gathers.figures['helpers_over_best_primitive']:.2f}x the faster primitive's of the same round")
+print(f"BatchLoader: {gb['helpers']:.2f} GB/s; its epoch takes "
+      f"{gather_figures['helpers_over_best_primitive']:.2f}x the faster primitive's of the same round")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Advanced indexing is the general path (any index shapes, broadcasting); `index_select` and `np.take` are
@@ -260,7 +308,7 @@ print(f"one thread / torch threads: {measure.ratio(both, 'randperm, one thread',
 # the whole list. The code is the slide's:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_getitem
+# the slide's two Datasets
 class D(Dataset):
     """The slide's per-sample Dataset: DataLoader calls `__getitem__` once per index of a batch."""
 
@@ -291,7 +339,11 @@ try:
     next(iter(DataLoader(FD(torch.arange(10)), batch_size=4)))
 except (TypeError, KeyError) as err:
     print("default_collate on a batch tensor fails:", type(err).__name__)
-print("with lambda x: x:", next(iter(DataLoader(FD(torch.arange(10)), batch_size=4, collate_fn=lambda x: x))))
+fd_batches = list(DataLoader(FD(torch.arange(10)), batch_size=4, collate_fn=lambda x: x))
+print("with lambda x: x:", fd_batches[0])
+d_batches = list(DataLoader(D(torch.arange(10)), batch_size=4))
+assert len(fd_batches) == 3 and all(torch.equal(a, b) for a, b in zip(d_batches, fd_batches))  # the same batches
+
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction.** Through DataLoader, `D` pays a Python call per sample plus a stack per batch (the sweep's
@@ -301,6 +353,12 @@ print("with lambda x: x:", next(iter(DataLoader(FD(torch.arange(10)), batch_size
 # one, so as written it never times `fdl` and shows nothing of what `__getitems__` saves; here one epoch of
 # each loader is timed, on `torch.arange(loader_rows)`:
 
+# %% slideshow={"slide_type": "-"}
+def per_epoch_ms(seconds: dict[str, list[float]]) -> pd.DataFrame:
+    """ms per epoch of each loader (the median over rounds), from `measure.interleaved`'s seconds per epoch."""
+    return pd.DataFrame({"loader": k, "ms_per_epoch": measure.median(v) * 1e3} for k, v in seconds.items())
+
+
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 slide_data = torch.arange(loader_rows)
 slide_loaders = {
@@ -308,7 +366,8 @@ slide_loaders = {
     "FD, lambda x: x": measure.drain(DataLoader(FD(slide_data), batch_size=batch_size, shuffle=True,
                                                 collate_fn=lambda x: x)),
 }
-slide_epochs = pd.DataFrame(getitem.epoch_table(slide_loaders, repeat=loader_epochs)).set_index("loader")
+slide_s = measure.interleaved(slide_loaders, loader_epochs, warmup=1, desc="epochs")  # after one warm-up epoch
+slide_epochs = per_epoch_ms(slide_s).set_index("loader")
 print(slide_epochs.round(2))
 near = min(batch_sizes, key=lambda b: abs(b - batch_size))
 ceiling = at[near, "per_sample_stack"] / at[near, "batched_index"]  # the sweep's ratio, without DataLoader
@@ -341,14 +400,28 @@ ds = BatchRowDataset(torch.arange(10))
 passed = next(iter(DataLoader(ds, batch_size=4, collate_fn=collate_batch)))
 print("collate_batch:", tuple(passed.shape), "| equal to the first 4 rows:", torch.equal(passed, torch.arange(4)))
 
+
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `getitem.dataloader_variants` makes one shuffled epoch of DataLoader with each of them, and of `BatchLoader`
+# `dataloader_variants` makes one shuffled epoch of DataLoader with each of them, and of `BatchLoader`
 # (notebook 03), on a `loader_rows` x `num_features` float matrix:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"}
+def dataloader_variants(data: Any, batch_size: int) -> dict[str, Callable[[], Any]]:
+    """{name: one shuffled epoch} of DataLoader per sample, with `__getitems__`, and of BatchLoader."""
+
+    def dl(dataset: Any, **kw: Any) -> Callable[[], Any]:
+        return measure.drain(DataLoader(dataset, batch_size=batch_size, shuffle=True, **kw))
+
+    return {"DataLoader, per-sample __getitem__": dl(RowDataset(data)),
+            "DataLoader, __getitems__ -> samples + default_collate": dl(SampleListDataset(data)),
+            "DataLoader, __getitems__ + collate_batch": dl(BatchRowDataset(data), collate_fn=collate_batch),
+            "BatchLoader": measure.drain(BatchLoader(data, batch_size, shuffle=True, seed=0))}
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 matrix = torch.rand(loader_rows, num_features)
-variants = getitem.dataloader_variants(matrix, batch_size)
-epochs = pd.DataFrame(getitem.epoch_table(variants, repeat=loader_epochs))
+variants = dataloader_variants(matrix, batch_size)
+epochs = per_epoch_ms(measure.interleaved(variants, loader_epochs, warmup=1, desc="epochs"))
 epochs["x_fastest"] = epochs["ms_per_epoch"] / epochs["ms_per_epoch"].min()
 epochs.round(2)
 
@@ -363,17 +436,15 @@ epochs.round(2)
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 labels = torch.randint(0, 9, (loader_rows,))
 kinds = {"numpy array": matrix.numpy(), "dict of tensors": {"X": matrix, "y": labels}}
-by_kind = []
-for kind, data in kinds.items():
-    for row in getitem.epoch_table(getitem.dataloader_variants(data, batch_size), repeat=1):
-        by_kind.append(dict(row, data=kind))
-by_kind = pd.DataFrame(by_kind).pivot(index="loader", columns="data", values="ms_per_epoch")
+by_kind = pd.concat([per_epoch_ms(measure.interleaved(dataloader_variants(data, batch_size), 1, warmup=1))
+                     .assign(data=kind) for kind, data in kinds.items()])
+by_kind = by_kind.pivot(index="loader", columns="data", values="ms_per_epoch")
 by_kind.round(1)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Whatever the container, every variant yields the same fields with the same batch size:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for kind, data in kinds.items():
     per_sample = next(iter(DataLoader(RowDataset(data), batch_size=4)))
     ours = next(iter(BatchLoader(data, 4)))
@@ -402,7 +473,7 @@ print(f"__getitems__ + collate_batch: {slow / fixed:.0f}x faster than per-sample
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 slide_ms = slide_epochs.ms_per_epoch
 figures = dict(slide, getitems_collate_speedup=slow / fixed, dataloader_per_sample_epoch_ms=slow,
-               dataloader_getitems_collate_epoch_ms=fixed, **gathers.figures,  # each gather's GB/s and the ratio
+               dataloader_getitems_collate_epoch_ms=fixed, **gather_figures,  # each gather's GB/s and the ratio
                slide_fd_over_d=slide_ms.iloc[0] / slide_ms.iloc[1], slide_d_epoch_ms=slide_ms.iloc[0],
                slide_fd_epoch_ms=slide_ms.iloc[1])
 for key, value in figures.items():
@@ -432,9 +503,10 @@ for name in checked:
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
 knobs = {"samples": num_samples, "batch_sizes": batch_sizes, "repeat": repeat, "batch_size": batch_size,
          "features": num_features, "loader_rows": loader_rows, "loader_epochs": loader_epochs,
-         "gather": gathers.knobs}
-saved = measure.save_results("02_getitem_cost", figures,
-                             sweep.to_dict("records") + epochs.to_dict("records") + gathers.rows, knobs, repeat)
+         "gather": {"rows": gather_rows, "batch_size": gather_batch_size, "rounds": gather_rounds,
+                    "dtype": "float32", "torch_threads": torch.get_num_threads()}}
+saved_rows = sweep.to_dict("records") + epochs.to_dict("records") + gathers.to_dict("records")
+saved = measure.save_results("02_getitem_cost", figures, saved_rows, knobs, repeat)
 print("saved", saved.name)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -488,8 +560,9 @@ def ex2_epochs(bs: int) -> tuple[dict, dict]:
     loaders = {"D": DataLoader(D(slide_data), batch_size=bs, shuffle=True),
                "FD": DataLoader(FD(slide_data), batch_size=bs, shuffle=True, collate_fn=lambda x: x),
                "sampler alone": BatchSampler(RandomSampler(slide_data), bs, drop_last=False)}
-    ms = {r["loader"]: r["ms_per_epoch"] for r in getitem.epoch_table(
-        {k: measure.drain(v) for k, v in loaders.items()}, repeat=repeat)}
+    seconds = measure.interleaved({k: measure.drain(v) for k, v in loaders.items()}, repeat, warmup=1, desc="epochs")
+    table = per_epoch_ms(seconds)
+    ms = dict(zip(table.loader, table.ms_per_epoch))
     print(f"batch {bs}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) + " per epoch; "
           f"the sampler is {ms['sampler alone'] / ms['FD']:.0%} of FD's epoch")
     return loaders, ms
@@ -539,13 +612,13 @@ assert pickle.loads(pickle.dumps(collate_batch)) is collate_batch
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **4.** `rows.gather` takes a `primitive` ("numpy", "index_select" or "advanced"). Time a shuffled epoch of a
-# `gather_rows` x `num_features` matrix with each, using `gather_bench.per_batch` and `measure.interleaved`. Which
+# `gather_rows` x `num_features` matrix with each, using `per_batch` and `measure.interleaved`. Which
 # is fastest here, and does it match the gather table above? Do all three return the same rows?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_x = torch.rand(gather_rows, num_features)
-ex4 = measure.interleaved({p: gather_bench.per_batch(ex4_x, gather_batch_size, lambda i, p=p: rows.gather(ex4_x, i, p))
+ex4 = measure.interleaved({p: per_batch(ex4_x, gather_batch_size, lambda x, i, p=p: rows.gather(x, i, p))
                            for p in ("numpy", "index_select", "advanced")}, repeat=gather_rounds, shuffle=True)
 for ex4_name, ex4_seconds in sorted(ex4.items(), key=lambda kv: measure.median(kv[1])):
     print(f"{ex4_name:>12}: {ex4_x.nbytes / measure.median(ex4_seconds) / 1e9:.2f} GB/s")

@@ -125,3 +125,15 @@ def test_a_block_that_times_its_first_batch_counts_making_the_iterator():
     assert len(waits) == 3 and waits[0] >= 0.2 > max(waits[1:]) and steps[0] >= waits[0]
     waits, _ = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=1, timed=None))
     assert len(waits) == 2 and max(waits) < 0.2  # settled: the start-up is left out with the first batch
+
+
+def test_blocks_leave_a_persistent_dataloaders_workers_to_its_next_epoch():
+    from fastloops_helpers.measure.steps import block
+
+    loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2, num_workers=1, persistent_workers=True)
+    for _ in range(2):  # shutting the workers down would break the loader's next epoch ("Queue is closed")
+        waits, _ = block("persistent", loader, lambda *batch: None, Blocks(settle=0, timed=None))
+        assert len(waits) == 4
+    workers = loader._iterator._workers
+    assert all(w.is_alive() for w in workers)  # kept between epochs, as persistent_workers promises
+    loader._iterator._shutdown_workers()

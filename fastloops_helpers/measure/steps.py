@@ -149,7 +149,12 @@ def block(
 
 
 def close(batches: Iterator[Any]) -> None:
-    """Stop an iterator's background work now: a generator's or FFCV's `close`, a DataLoader's worker processes."""
+    """Stop an iterator's background work now: a generator's or FFCV's `close`, a DataLoader's worker processes.
+
+    A DataLoader with `persistent_workers=True` keeps its workers: its next epoch reuses this iterator.
+    """
+    if getattr(batches, "_persistent_workers", False):
+        return
     stop = getattr(batches, "close", None) or getattr(batches, "_shutdown_workers", None)
     if stop is not None:
         stop()

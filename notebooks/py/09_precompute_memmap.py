@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~1.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~57 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. [Seed 004](https://docs.pytorch.org/tensordict/stable/tutorials/tensorclass_imagenet.html) moves the deterministic part (decode, resize; for validation also the
@@ -1011,9 +1011,9 @@ print(f"store: {len(big)} images, {file_mb:.0f} MiB on disk")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 loader = imagefolder.memmap_loader(big, "train", BATCH_SIZE)
-start, trace = memmap.resident_mb(), []
+start, trace = measure.memory_by_process()[0], []
 for step, (x, y) in enumerate(measure.progress(loader, desc="epoch over the tiled store")):
-    now = memmap.resident_mb()
+    now = measure.memory_by_process()[0]
     trace.append({"batch": step, "anonymous growth (MiB)": now["anonymous_mb"] - start["anonymous_mb"],
                   "file-backed growth (MiB)": now["file_backed_mb"] - start["file_backed_mb"]})
 trace = pd.DataFrame(trace)
@@ -1034,9 +1034,9 @@ plt.show()
 # does) costs its whole size in anonymous memory:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
-before = memmap.resident_mb()["anonymous_mb"]
+before = measure.memory_by_process()[0]["anonymous_mb"]
 in_ram = big.images.clone()
-in_ram_mb = memmap.resident_mb()["anonymous_mb"] - before
+in_ram_mb = measure.memory_by_process()[0]["anonymous_mb"] - before
 print(f"anonymous growth after loading the store into RAM: {in_ram_mb:.0f} MiB (store: {file_mb:.0f} MiB)")
 del in_ram
 

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~3.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.6 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -37,7 +37,7 @@ from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import cifar10, ffcv_io, memmap
 from fastloops_helpers.experiments import training
-from fastloops_helpers.load import transforms
+from fastloops_helpers.load import crop_window, transforms
 from fastloops_helpers.measure import plots
 from fastloops_helpers.measure.steps import Blocks, compare_steps
 from fastloops_helpers.experiments.training import Step
@@ -110,7 +110,7 @@ def prepare(train: int, test: int, resize: int, crop: int, seed: int) -> dict[st
         ffcv_io.write_image_beton(beton, images, labels)
     raw = memmap.precompute(cifar10.ImageDataset(images, labels, uint8_hwc), folder / "memmap", backend="numpy",
                             key={"train": train, "seed": seed, "layout": "hwc"}, desc="writing the memmap")
-    resized = functools.partial(resized_chw, resize_crop=transforms.ResizeCenterCrop(images.shape[1], resize, crop))
+    resized = functools.partial(resized_chw, resize_crop=crop_window.ResizeCenterCrop(images.shape[1], resize, crop))
     done = memmap.precompute(cifar10.ImageDataset(images, labels, resized), folder / "memmap-resized",
                              backend="numpy", key={"train": train, "seed": seed, "resize": resize, "crop": crop},
                              desc="writing the resized memmap")
@@ -181,7 +181,7 @@ show_code(cifar10.PillowResizeCrop, cifar10.ImageDataset.__getitem__)
 # helpers' loader below uses (the package holds the same code).
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.load.transforms
+#@save fastloops_helpers.load.crop_window
 def _check_image(x: Tensor) -> None:
     if x.dim() not in (3, 4):
         raise ValueError(f"expected a (C, H, W) image or an (N, C, H, W) batch, got shape {tuple(x.shape)}")

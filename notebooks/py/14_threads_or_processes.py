@@ -399,14 +399,8 @@ def tree_cpu_s():
 
 
 def tree_pss_mb():
-    """Return the summed proportional set size (PSS) of this process and its children, in MB."""
-    total = 0
-    for p in [psutil.Process()] + psutil.Process().children(recursive=True):
-        try:
-            total += p.memory_full_info().pss
-        except psutil.Error:
-            pass
-    return total / 1e6
+    """Return the summed PSS of this process and all its children, multiprocessing's forkserver included (MiB)."""
+    return measure.pss_mb(with_helpers=True)["total"]
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
@@ -1055,11 +1049,8 @@ def ex4_rates(intra_op_counts, rounds=3):
             return epoch()
         return one_epoch
 
-    before = torch.get_num_threads()
-    try:
+    with measure.torch_threads(None):  # each epoch sets its count; the count before is restored after
         t = measure.interleaved({str(n): with_threads(n) for n in intra_op_counts}, repeat=rounds, warmup=1)
-    finally:
-        torch.set_num_threads(before)
     return {n: len(ds) / measure.median(t[str(n)]) for n in intra_op_counts}
 
 

@@ -81,3 +81,30 @@ def test_loader_orders_read_ffcvs_own_quasi_random_order_and_the_storage_pages(t
     np.testing.assert_array_equal(pages - pages.min(), np.arange(n) // 512)  # runs of 512 rows per page
     # batch_size 1 keeps 2 pages open: both are open from the start, so the first 256 samples mix both pages
     assert len(np.unique(pages[orders[0][:256]])) == 2
+
+
+def test_only_numbas_finalizer_keyerror_is_dropped_from_unraisable_exceptions():
+    from types import SimpleNamespace
+
+    from fastloops_helpers.data.ffcv_io import _numba_finalizer_noise
+
+    seen = []
+    hook = _numba_finalizer_noise(seen.append)
+
+    def raised_in(filename, name, exc):
+        namespace = {}
+        exec(compile(f"def {name}():\n    raise exc\n", filename, "exec"), {"exc": exc}, namespace)
+        try:
+            namespace[name]()
+        except Exception as e:
+            return SimpleNamespace(exc_type=type(e), exc_value=e, exc_traceback=e.__traceback__, object=None)
+
+    hook(raised_in("/site-packages/numba/core/dispatcher.py", "finalizer", KeyError("overload")))
+    assert seen == []
+    for other in [
+        raised_in("/site-packages/numba/core/dispatcher.py", "finalizer", ValueError("x")),
+        raised_in("/site-packages/numba/core/dispatcher.py", "other", KeyError("x")),
+        raised_in("/project/mine.py", "finalizer", KeyError("x")),
+    ]:
+        hook(other)
+    assert len(seen) == 3

@@ -217,3 +217,36 @@ def loader_orders(
     loader = table_loader(path, batch_size, order=order, seed=seed)
     orders = [np.concatenate([x[:, 0].numpy().astype(np.int64) for x, _ in Batches(loader)]) for _ in range(epochs)]
     return orders, pages
+
+
+def _numba_finalizer_noise(hook: Any) -> Any:
+    """Wrap `sys.unraisablehook` to drop one known numba bug, and pass every other unraisable exception on.
+
+    After FFCV's compiled pipelines, a garbage collection may run numba's dispatcher finalizer on an overload it
+    has already forgotten (KeyError in `numba/core/dispatcher.py`, `finalizer`): harmless, but its traceback
+    lands in whichever cell happens to collect. pyproject.toml's pytest settings ignore the same one.
+    """
+
+    def drop_or_pass(unraisable: Any) -> None:
+        tb = unraisable.exc_traceback
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        code = tb.tb_frame.f_code if tb is not None else None
+        if not (
+            unraisable.exc_type is KeyError
+            and code is not None
+            and code.co_name == "finalizer"
+            and code.co_filename.replace("\\", "/").endswith("numba/core/dispatcher.py")
+        ):
+            hook(unraisable)
+
+    return drop_or_pass
+
+
+def _install_numba_filter() -> None:
+    import sys  # here, not at the top: the functions above keep the lines the notebooks show
+
+    sys.unraisablehook = _numba_finalizer_noise(sys.unraisablehook)
+
+
+_install_numba_filter()

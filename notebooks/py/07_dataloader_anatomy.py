@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.2 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -869,14 +869,11 @@ assert ex3_spawn[1] < 0.5 * ex3_spawn[0], "epoch 2 should not pay spawn's interp
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex4_threads = os.cpu_count()
-torch.set_num_threads(ex4_threads)
-try:
+with measure.torch_threads(ex4_threads):  # the defaults' value again after the block, for the cells below
     ex4_rows, ex4_tls = sweep(dataset, {
         "num_workers=0": {"num_workers": 0},
         "ThreadPrefetcher": {"num_workers": 0, "wrap": lambda dl: prefetch.ThreadPrefetcher(dl, depth=depth)},
     }, batch_size, step_ms)
-finally:
-    torch.set_num_threads(main_threads)  # the defaults' value again, for the cells below
 ex4_collate_ms = {label: tl.frame().query("stage == 'collate'").seconds.median() * 1e3 for label, tl in ex4_tls.items()}
 ex4_base_ms = base_tl.frame().query("stage == 'collate'").seconds.median() * 1e3
 print(f"collate per batch with {main_threads} thread(s), section 1: {ex4_base_ms:.3f} ms")

@@ -6,7 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
-# | **Run time** | <!-- run-time --> workshop ~57 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the
 # random part of the augmentation. [Seed 004](https://docs.pytorch.org/tensordict/stable/tutorials/tensorclass_imagenet.html) moves the deterministic part (decode, resize; for validation also the
@@ -1175,14 +1175,10 @@ assert len(ex1_counts) == 6 and all(
 # Solution: try the exercise first
 ex2_mul = (1 / (255 * torch.tensor(IMAGENET_STD))).view(-1, 1, 1)
 ex2_add = (-torch.tensor(IMAGENET_MEAN) / torch.tensor(IMAGENET_STD)).view(-1, 1, 1)
-ex2_threads = torch.get_num_threads()
-torch.set_num_threads(CORES)
-try:
+with measure.torch_threads(CORES):  # and the notebook's setting again after the block
     ex2_times = measure.interleaved({f"torch, {CORES} threads": lambda: stored.float().mul_(ex2_mul).add_(ex2_add),
                                      "helpers: numpy, one thread": lambda: transforms.normalize(stored)}, repeat=9)
     ex2_torch = stored.float().mul_(ex2_mul).add_(ex2_add)
-finally:
-    torch.set_num_threads(ex2_threads)  # leave the notebook's setting as it was
 for ex2_name, ex2_seconds in ex2_times.items():
     print(f"{ex2_name}: {measure.median(ex2_seconds) / len(stored) * 1e3:.3f} ms per image")
 ex2_ratios = measure.ratios(ex2_times, "helpers: numpy, one thread", f"torch, {CORES} threads")  # per round

@@ -70,15 +70,18 @@ def neighbours(before: CpuReading, after: CpuReading) -> Neighbours:
     """Return the cores the other processes used between `before` and `after`, and the busiest of them by name.
 
     Take `after` with `reading(since=before)`, so that the workers the loop started count as the loop's.
+    The others' cores are the machine's less the loop's, which sees the processes no listing shows (one that
+    ended within the window, another container's), but never less than the others seen: the machine's figure is
+    sampled at each tick and leaves out the time the hypervisor stole, a process's is its measured run time.
     """
     wall = max(after.at - before.at, 1e-9)
     machine, loop = (after.machine_s - before.machine_s) / wall, (after.own_s - before.own_s) / wall
-    cores = max(0.0, machine - loop)
     used = [
         (name, pid, (seconds - before.others[pid][1]) / wall)
         for pid, (name, seconds) in after.others.items()
         if pid in before.others and before.others[pid][0] == name
     ]
+    cores = max(0.0, machine - loop, sum(u[2] for u in used))
     busiest = sorted((u for u in used if u[2] >= NAMED_CORES), key=lambda u: -u[2])[:NAMED_MAX]
     return Neighbours(cores, tuple(busiest), (psutil.cpu_count() or 1) - max(machine, loop))
 

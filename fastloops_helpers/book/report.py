@@ -60,7 +60,7 @@ def build(folder: Path | None = None) -> Path:
         f"- scale: {', '.join(scales)}",
         f"- hardware: {hardware}\n",
     ]
-    parts += _warnings(docs, times, scales)
+    parts += _warnings(docs, times)
     parts += _times_section(times, scales)
     parts += [
         "## The seeds' claims, as the notebooks measured them in this run\n",
@@ -85,7 +85,7 @@ def build(folder: Path | None = None) -> Path:
     return out
 
 
-def _warnings(docs: dict[str, dict], times: dict[str, Any], scales: list[str]) -> list[str]:
+def _warnings(docs: dict[str, dict], times: dict[str, Any]) -> list[str]:
     lines = [
         f"- `{k}` is saved by {', '.join(v)}: two quantities share a name (rename one)"
         for k, v in runs.conflicts(docs).items()

@@ -194,11 +194,8 @@ def write_synthetic_imagefolder(
     first that many images of each split grayscale, CMYK, palette or alpha-bearing (to test the reader).
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    if n_train < len(classes) or n_val < len(classes):
-        raise ValueError(
-            f"need at least one image per class in each split: n_train={n_train}, n_val={n_val}, {len(classes)} classes"
-        )
     root = Path(root)
+    _check_target(root, n_train, n_val, classes)
     params = {
         "n_train": n_train,
         "n_val": n_val,
@@ -212,16 +209,24 @@ def write_synthetic_imagefolder(
     }
     if _complete(root, params):
         return root
-    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
-        raise FileExistsError(
-            f"{str(root)!r} exists and was not written by write_synthetic_imagefolder: pass an empty or new folder"
-        )
     with staged(root) as tmp:  # readers never see half a folder; an older copy stays until this one is whole
         with progress(range(n_train + n_val), desc=f"writing {root.name}") as bar:  # type: ignore[attr-defined]
             _write_split(tmp / "train", n_train, classes, seed, 0, size, size_jitter, quality, odd_modes, bar)
             _write_split(tmp / "val", n_val, classes, seed, 1, size, size_jitter, quality, odd_modes, bar)
         (tmp / MARKER).write_text(json.dumps(params, indent=1))  # the marker last
     return root
+
+
+def _check_target(root: Path, n_train: int, n_val: int, classes: Sequence[str]) -> None:
+    """Refuse a split with no image of some class, and a folder of files this writer did not write (it replaces)."""
+    if n_train < len(classes) or n_val < len(classes):
+        raise ValueError(
+            f"need at least one image per class in each split: n_train={n_train}, n_val={n_val}, {len(classes)} classes"
+        )
+    if root.exists() and any(root.iterdir()) and not (root / MARKER).exists():
+        raise FileExistsError(
+            f"{str(root)!r} exists and was not written by write_synthetic_imagefolder: pass an empty or new folder"
+        )
 
 
 def _complete(root: Path, params: dict[str, Any]) -> bool:

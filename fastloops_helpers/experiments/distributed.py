@@ -211,35 +211,21 @@ def launch(
     lr: float = LR,
 ) -> list[dict]:
     """Run the training with torchrun (or the one-process reference) and return each rank's log."""
-    opts = [
-        "--log-dir",
-        str(log_dir),
-        "--loader",
-        loader,
-        "--rows",
-        str(rows),
-        "--epochs",
-        str(epochs),
-        "--batch-size",
-        str(batch_size),
-        "--seed",
-        str(seed),
-        "--lr",
-        repr(lr),
-    ]
+    flags = {
+        "log-dir": log_dir,
+        "loader": loader,
+        "rows": rows,
+        "epochs": epochs,
+        "batch-size": batch_size,
+        "seed": seed,
+        "lr": lr,
+    }
+    opts = [arg for flag, value in flags.items() for arg in (f"--{flag}", str(value))]
     if reference:
         cmd = [sys.executable, "-m", __name__, *opts, "--reference", str(world_size)]
     else:
-        cmd = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--standalone",
-            f"--nproc_per_node={world_size}",
-            "-m",
-            __name__,
-            *opts,
-        ]
+        run = ["torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}"]
+        cmd = [sys.executable, "-m", *run, "-m", __name__, *opts]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}")

@@ -11,6 +11,7 @@ Explained in notebooks/07_dataloader_anatomy.ipynb.
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import threading
 import time
@@ -166,7 +167,6 @@ def record(
     device: torch.device | str | None = None,
     max_batches: int | None = None,
     timeline: Timeline | None = None,
-    epoch_label: int = 0,
     copy: Callable[[Any], Any] | None = None,
 ) -> Timeline:
     """Run one epoch of `loader` (built with `instrument`), timing wait, copy and step per batch.
@@ -180,29 +180,29 @@ def record(
     start = now()
     it = iter(loader)
     tl.events.append(Event("main: loop", "start", -1, start, now()))
-    index = 0
-    while max_batches is None or index < max_batches:
+    for index in itertools.count() if max_batches is None else range(max_batches):
         t0 = now()
         try:
             item = next(it)
         except StopIteration:
             break
-        t1 = now()
-        tl.events.append(Event("main: loop", "wait", index, t0, t1))
-        batch = _unwrap(item, index, tl)
-        if copy is not None:
-            batch = copy(batch)
-            sync(dev)
-            tl.events.append(Event("main: loop", "copy", index, t1, now()))
-        if step is not None:
-            t2 = now()
-            step(batch)
-            sync(dev)
-            tl.events.append(Event("main: loop", "step", index, t2, now()))
+        tl.events.append(Event("main: loop", "wait", index, t0, now()))
+        batch = _stamped(tl, index, "copy", copy, _unwrap(item, index, tl), dev)
+        _stamped(tl, index, "step", step, batch, dev)
         tl.samples += batch_len(batch) or 1
-        index += 1
     del it  # shuts non-persistent workers down now, not at garbage collection
     return tl
+
+
+def _stamped(tl: Timeline, index: int, stage: str, fn: Callable[[Any], Any] | None, batch: Any, dev: Any) -> Any:
+    """Return `fn(batch)`, stamped as `stage` of batch `index` once `dev` has finished it (`batch` if no `fn`)."""
+    if fn is None:
+        return batch
+    t0 = now()
+    out = fn(batch)
+    sync(dev)
+    tl.events.append(Event("main: loop", stage, index, t0, now()))
+    return out
 
 
 def _unwrap(item: Any, index: int, tl: Timeline) -> Any:

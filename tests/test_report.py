@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import nbformat
+import pytest
 
 from fastloops_helpers import measure
 from fastloops_helpers.book import notebooks, report
@@ -205,3 +206,11 @@ def test_hide_solutions_command_changes_only_the_flags(tmp_path):
     doc["cells"][0]["source"] = [notebooks.SOLUTION_FIRST_LINE + "\n", "assert é\n"]
     assert path.read_text(encoding="utf-8") == json.dumps(doc, indent=1, ensure_ascii=False) + "\n"  # key order kept
     assert notebooks.hide_solutions_in(path) == 0
+
+
+def test_a_notebook_is_named_by_its_path_its_name_or_its_number():
+    path = notebooks.notebook_paths()[7]
+    named = notebooks.notebook_paths([str(path), path.stem, path.stem[:2], str(int(path.stem[:2]))])
+    assert [p.resolve() for p in named] == [path.resolve()] * 4
+    with pytest.raises(SystemExit, match=r"no such notebook: '99'.*its number \(07\).*00_setup"):
+        notebooks.notebook_paths(["99"])

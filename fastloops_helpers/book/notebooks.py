@@ -50,14 +50,25 @@ SOLUTION_FIRST_LINE = "# Solution: try the exercise first"  # what a collapsed s
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
-    """Return the notebooks to run: the given paths, else every notebooks/NN_*.ipynb in order."""
-    if names:
-        paths = [Path(n) for n in names]
-        missing = [str(p) for p in paths if not p.is_file()]
-        if missing:
-            raise SystemExit(f"no such notebook: {', '.join(missing)}")
-        return paths
-    return sorted((config.project_root() / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb"))
+    """Return the notebooks to run: the given ones, else every notebooks/NN_*.ipynb in order.
+
+    Each name is a path, a notebook's name (07_dataloader_anatomy) or its number (07, or 7).
+    """
+    every = sorted((config.project_root() / NOTEBOOKS).glob("[0-9][0-9]_*.ipynb"))
+    return [_one_notebook(name, every) for name in names] if names else every
+
+
+def _one_notebook(name: str, every: list[Path]) -> Path:
+    if Path(name).is_file():
+        return Path(name)
+    stem = f"{int(name):02d}" if name.isdigit() else Path(name).stem
+    found = [p for p in every if p.stem == stem or p.stem.startswith(f"{stem}_")]
+    if len(found) != 1:
+        raise SystemExit(
+            f"no such notebook: {name!r}. Give its path (notebooks/07_dataloader_anatomy.ipynb), its name "
+            f"(07_dataloader_anatomy) or its number (07); the notebooks are {', '.join(p.stem for p in every)}"
+        )
+    return found[0]
 
 
 def conclusion_last(paths: list[Path]) -> list[Path]:

@@ -1,3 +1,6 @@
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -108,3 +111,21 @@ def test_only_numbas_finalizer_keyerror_is_dropped_from_unraisable_exceptions():
     ]:
         hook(other)
     assert len(seen) == 3
+
+
+def test_importing_ffcv_making_its_loaders_and_running_their_epochs_keep_the_loops_thread_count(tmp_path):
+    # a fresh interpreter: this one imported ffcv when the module was collected
+    code = f"""
+import numpy as np, torch
+torch.set_num_threads(3)
+from fastloops_helpers.data import ffcv_io
+assert ffcv_io.have_ffcv()  # the import alone would set 1
+after_import = torch.get_num_threads()
+path = ffcv_io.write_table_beton({str(tmp_path / "t.beton")!r}, np.zeros((64, 2), np.float32), np.zeros(64))
+for _ in ffcv_io.Batches(ffcv_io.table_loader(path, 8, num_workers=2)):  # FFCV alone would set 2
+    during = torch.get_num_threads()
+print(after_import, during, torch.get_num_threads())
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-3:] == ["3", "3", "3"]

@@ -17,6 +17,7 @@ import numpy as np
 import torch
 
 from ..atomic import staged
+from ..measure.threads import torch_threads
 
 ORDERS = ("sequential", "random", "quasi_random")
 MISSING = (
@@ -35,9 +36,12 @@ def have_ffcv() -> bool:
 
 
 def require_ffcv() -> ModuleType:
-    """Import ffcv (its loader, fields, decoders, transforms), or raise ImportError saying how to install it."""
-    try:
-        with contextlib.redirect_stderr(io.StringIO()):  # ffcv's import warns about tqdm's IProgress
+    """Import ffcv (its loader, fields, decoders, transforms), or raise ImportError saying how to install it.
+
+    Importing ffcv sets torch's intra-op thread count to 1 (its Compiler's default): the caller's count is kept.
+    """
+    try:  # the import warns about tqdm's IProgress on stderr
+        with torch_threads(None), contextlib.redirect_stderr(io.StringIO()):
             for sub in ("loader", "fields", "fields.decoders", "transforms", "writer"):
                 importlib.import_module(f"ffcv.{sub}")
     except Exception as exc:  # a broken build raises anything from ImportError to numba errors
@@ -93,6 +97,12 @@ def write_image_beton(path: str | Path, images: np.ndarray, labels: np.ndarray, 
     return _write(path, fields, Pairs(images, labels), num_workers)
 
 
+def _loader(ffcv: ModuleType, path: str | Path, **options: Any) -> Any:
+    """Return FFCV's Loader; it sets torch's thread count to its num_workers, and the caller's count is kept."""
+    with torch_threads(None):
+        return ffcv.loader.Loader(str(path), **options)
+
+
 def _order(name: str) -> Any:
     ffcv = require_ffcv()
     if name not in ORDERS:
@@ -126,8 +136,9 @@ def table_loader(
         ffcv.transforms.ToTensor(),
         ffcv.transforms.ToDevice(device, non_blocking=True),
     ]
-    return ffcv.loader.Loader(
-        str(path),
+    return _loader(
+        ffcv,
+        path,
         batch_size=batch_size,
         num_workers=num_workers,
         order=_order(order),
@@ -162,8 +173,9 @@ def image_loader(
         t.ToDevice(device, non_blocking=True),
         t.ToTorchImage(),
     ]
-    return ffcv.loader.Loader(
-        str(path),
+    return _loader(
+        ffcv,
+        path,
         batch_size=batch_size,
         num_workers=num_workers,
         order=_order(order),
@@ -190,7 +202,8 @@ class Batches:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[Any]:
-        batches = iter(self.loader)  # starts FFCV's reader thread for this epoch
+        with torch_threads(None):  # FFCV sets torch's thread count to its num_workers here: the loop keeps its own
+            batches = iter(self.loader)  # starts FFCV's reader thread for this epoch
         try:
             # one yield per batch (not `yield from`): every batch passes this line, where a change to it is timed
             for batch in batches:  # noqa: UP028  # each batch is a view into FFCV's buffers, reused a few batches later

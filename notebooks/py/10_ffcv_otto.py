@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~43 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~59 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -45,6 +45,8 @@ from fastloops_helpers.models import MLP
 print(config.describe())
 print(measure.hardware_line())
 HAVE_FFCV = ffcv_io.have_ffcv()  # imports ffcv now (numba takes seconds) so that no timed cell pays for it
+torch.set_num_threads(1)  # every loader's step on one thread, as in the seed's script: FFCV's Loader sets torch's
+                          # thread count to its num_workers (the seed's 1); ffcv_io keeps this count instead
 print("ffcv importable:", HAVE_FFCV)
 
 # %% slideshow={"slide_type": "subslide"} tags=["defaults", "nbval-ignore-output"]

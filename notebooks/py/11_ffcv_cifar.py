@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~2.6 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.8 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -47,6 +47,8 @@ from fastloops_helpers.models import (SeedWideBlock, SeedWideResidualBlock, Seed
 print(config.describe())
 print(measure.hardware_line())
 HAVE_FFCV = ffcv_io.have_ffcv()  # imports ffcv now (~5 s: numba) so no timed cell pays for it
+torch.set_num_threads(1)  # every loader's step on one thread, as in the seed's script: FFCV's Loader sets torch's
+                          # thread count to its num_workers (the seed's 1); ffcv_io keeps this count instead
 print("ffcv importable:", HAVE_FFCV)
 
 # %% slideshow={"slide_type": "subslide"} tags=["defaults"]
@@ -541,7 +543,7 @@ layouts = {name: "channels-last" if next(iter(loader))[0].stride(1) == 1 else "N
            for name, loader in stepped.items()}
 for name, seconds in as_delivered.items():
     print(f"{name:>10} ({layouts[name]:>13}): {seconds * 1e3:7.1f} ms per step on its batch as delivered")
-print("torch intra-op threads in this process:", torch.get_num_threads(), "(importing ffcv sets it to 1)")
+print("torch intra-op threads in this process:", torch.get_num_threads(), "(set to 1 in the first cell)")
 fastest = {k: min((v for n, v in as_delivered.items() if layouts[n] == k), default=None)
            for k in ("NCHW", "channels-last")}
 if None not in fastest.values():
@@ -551,8 +553,8 @@ if None not in fastest.values():
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prediction can miss, and the size of the effect is not settled by one run: it depends on the
-# convolution kernels oneDNN picks for this CPU, on the number of intra-op threads (importing ffcv sets torch's
-# thread count to one for the whole process, which is why every step here runs on one thread), on whether the
+# convolution kernels oneDNN picks for this CPU, on the number of intra-op threads (one here, for every loader: the first
+# cell sets it, as FFCV's Loader does in the seed's script), on whether the
 # weights share the input's layout (here they stay NCHW, so some layers convert on the fly), and on the spread
 # of a step on a shared machine, which can be of the same order as the effect. What the
 # change to `wrn_factory` guarantees is narrower and certain: every loader's batch now reaches the model in the

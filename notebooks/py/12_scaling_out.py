@@ -6,7 +6,7 @@
 # | **Question** | When one process is not enough, how does each process load only its share of the data, does training on shards give the same model as one process with the same global batch, and what did `DataParallel` do before DDP? |
 # | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem); no other seed mentions DDP, so the per-rank sharding here is PyTorch's and the project's |
 # | **GPU** | optional: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine, where one more cell and exercise 4 time DataParallel on the GPUs |
-# | **Run time** | <!-- run-time --> workshop ~50 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~48 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
 #
 # PyTorch's established engine for data-parallel training is `DistributedDataParallel` (DDP) launched by
 # `torchrun`: one process per device, each with a full copy of the model, each reading a different shard of

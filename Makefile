@@ -5,6 +5,8 @@ SCALE   ?= workshop
 VENV    := .venv
 PY      := $(VENV)/bin/python
 RESULTS := results
+PYTHON_VERSION ?= 3.12
+WHEELHOUSE ?= wheelhouse
 # make test's seed for the warp (measure/warp.py): each timed contender's durations x 1/16 to 16; WARP= turns it off
 WARP    ?= 1
 # Native loggers that write below Python, to the terminal (a setting of your own wins): TensorFlow's INFO lines (its
@@ -18,10 +20,13 @@ CONCLUSION := notebooks/13_conclusion.ipynb
 NBVAL   := --nbval --nbval-current-env --nbval-sanitize-with tests/sanitize.cfg \
            --nbval-cell-timeout=600 --nbval-kernel-startup-timeout=120
 
-.PHONY: setup test liveness reproduce notebooks lab bench clean slides site twins slides-meta student gpu-check
+.PHONY: setup wheelhouse test liveness reproduce notebooks lab bench clean slides site twins slides-meta student gpu-check
 
-setup:  ## create .venv and install everything (ffcv when its system libraries can be had)
+setup:  ## create .venv and install everything (ffcv when its system libraries can be had); offline: make setup WHEELS=DIR
 	@bash .ci/setup.sh $(PYTHON)
+
+wheelhouse:  ## where the registry is reachable: wheels for an offline machine's Python (PYTHON_VERSION=3.12) into WHEELHOUSE=wheelhouse
+	@$(PYTHON) .ci/wheelhouse.py --python-version $(PYTHON_VERSION) --out $(WHEELHOUSE)
 
 test:  ## unit tests + nbval over every notebook at the smoke scale, durations warped (a timing-dependent compared cell fails)
 	@start=$$(date +%s); \
@@ -71,8 +76,8 @@ slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastl
 bench:  ## one benchmark (executes its notebook): make bench NAME=loops [SCALE=...]
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.bench $(NAME) --scale $(SCALE)
 
-gpu-check:  ## a GPU machine's check with its own torch, no network, no set-up: tests + benchmarks, reports/<machine>.md
-	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m fastloops_helpers.book.gpu_check $(ARGS)
+gpu-check:  ## a GPU machine's check with its own torch, no network: tests + benchmarks, reports/<machine>.md (.venv's python once a set-up finished)
+	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(if $(wildcard $(VENV)/.fastloops-installed),$(PY),$(PYTHON)) -m fastloops_helpers.book.gpu_check $(ARGS)
 
 clean:  ## remove generated data and results (keeps .venv)
 	rm -rf data $(RESULTS)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One idempotent set-up for `make test`, `make reproduce`, `make notebooks` and `make lab`.
-# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders,lab,docs,jax,threads,stream,lint)
+# Usage: bash .ci/setup.sh PYTHON [EXTRAS]   (EXTRAS: comma list added to test,tf,decoders,lab,docs,jax,threads,stream,lint,trees)
 #        WHEELS=DIR bash .ci/setup.sh PYTHON  (`make setup WHEELS=DIR`: offline, from `make wheelhouse`'s folder)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -113,7 +113,7 @@ install_online() {
   # 3c. Python packages: the project with its extras, then ffcv when it can build.
   pip_install() { "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" >"$LOG" 2>&1; }
   say "installing Python packages into $VENV (Python $PYVER; first time about 5 min)"
-  if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads,stream,lint${EXTRA:+,$EXTRA}]"; then
+  if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads,stream,lint,trees${EXTRA:+,$EXTRA}]"; then
     grep -v "^WARNING: Location" "$LOG" | tail -30; say "ERROR: pip install failed (log: $LOG)"; return 1
   fi
   if have_syslibs && ! "$PY" -c 'import ffcv' 2>/dev/null; then

@@ -1,3 +1,4 @@
+import copy
 import json
 
 import pytest
@@ -110,6 +111,24 @@ def test_memmap_dataset_gathers_a_batch_and_indexes_one_item(tmp_path):
     assert torch.equal(batch.images, data.images[[6, 1]])
     image, label = ds[3]
     assert len(ds) == 7 and torch.equal(image, data.images[3]) and int(label) == 0
+
+
+@pytest.mark.parametrize("context", ["fork", "spawn"])
+def test_image_data_batches_come_back_from_dataloader_workers(tmp_path, context):
+    """The class is built on first use, in each process: pickle must find the same one by its name."""
+    data = memmap.write_memmap(Tiny(), tmp_path, backend="numpy")
+    loader = torch.utils.data.DataLoader(
+        memmap.MemmapDataset(data),
+        batch_size=3,
+        num_workers=1,
+        multiprocessing_context=context,
+        collate_fn=copy.copy,
+        timeout=60,  # a batch that cannot travel back is an error, not a hang
+    )
+    batches = list(loader)  # each an ImageData made in the worker by __getitems__, pickled back
+    assert [type(b) for b in batches] == [ImageData] * 3 and ImageData is memmap.ImageData
+    assert torch.equal(torch.cat([b.labels for b in batches]), data.labels)
+    assert torch.equal(torch.cat([b.images for b in batches]), data.images)
 
 
 def test_memmap_loaders_give_the_dataloader_batches(tmp_path):

@@ -46,4 +46,4 @@ def test_the_wheel_alone_runs_a_real_loop(wheel, tmp_path):
     # the constraints keep torch at the tested CPU build (unpinned, pip would fetch GBs of CUDA packages)
     _run(python, "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), str(wheel))
     out = _run(python, str(ROOT / "tests" / "wheel" / "use_the_helpers.py"), cwd=tmp_path)
-    assert "wheel ok" in out and "fastloops-helpers[stream]" in out
+    assert "wheel ok" in out and "fastloops-helpers[stream]" in out and "fastloops-helpers[trees]" in out

@@ -2,7 +2,9 @@
 
 Every sample is decoded and given its deterministic transform (resize, center crop) once; the uint8 result and
 the labels go to files that the OS pages in on demand, so later epochs read batches with one copy and no
-decoding, and the process never holds the whole data set in its own memory.
+decoding, and the process never holds the whole data set in its own memory. Every backend returns an
+`ImageData` tensorclass, so the data sets need tensordict (the `trees` extra); the module imports it on first
+use, and `import fastloops_helpers` works without it.
 Explained in notebooks/09_precompute_memmap.ipynb.
 """
 
@@ -11,15 +13,16 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Mapping
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from tensordict import tensorclass
 from torch import Tensor
 
 from ..atomic import staged
+from ..extras import require
 from ..load import rows
 from ..measure.display import progress
 
@@ -32,16 +35,39 @@ FILES = {
 }
 
 
-@tensorclass
-class ImageData:
-    """A batch or a whole data set of uint8 images (N, C, H, W) and int64 labels (N,).
+if TYPE_CHECKING:  # what mypy sees of the tensorclass that _image_data() builds
 
-    Indexing with a list or tensor of indices (or `__getitems__`) returns an ImageData of that batch.
-    Explained in notebooks/09_precompute_memmap.ipynb.
-    """
+    class ImageData:
+        images: Tensor
+        labels: Tensor
 
-    images: Tensor
-    labels: Tensor
+        def __init__(self, *, images: Tensor, labels: Tensor, batch_size: list[int]) -> None: ...
+
+
+@cache  # one class per process: pickle looks an instance's class up by name and must find this very one
+def _image_data() -> type[ImageData]:
+    """Return the ImageData tensorclass, importing tensordict (the `trees` extra) the first time."""
+    tensorclass = require("tensordict", "trees").tensorclass
+
+    class ImageData:
+        """A batch or a whole data set of uint8 images (N, C, H, W) and int64 labels (N,).
+
+        Indexing with a list or tensor of indices (or `__getitems__`) returns an ImageData of that batch.
+        Explained in notebooks/09_precompute_memmap.ipynb.
+        """
+
+        images: Tensor
+        labels: Tensor
+
+    ImageData.__qualname__ = "ImageData"  # where pickle (fork or spawn) looks it up: this module's __getattr__
+    return tensorclass(ImageData)
+
+
+def __getattr__(name: str) -> Any:
+    """Build `ImageData` on first access (PEP 562), so importing this module needs no tensordict."""
+    if name == "ImageData":
+        return _image_data()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ------------------------------------------------------------------------------------------------ writing
@@ -67,7 +93,7 @@ def _create_torch(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, T
 
 def _create_tensordict(root: Path, n: int, shape: tuple[int, ...]) -> tuple[Tensor, Tensor, Callable[[], None]]:
     # an expanded zero template costs no memory; memmap_like turns it into empty files of the full size
-    template = ImageData(  # type: ignore[call-arg]
+    template = _image_data()(
         images=torch.zeros((1, *shape), dtype=torch.uint8).expand(n, *shape),
         labels=torch.zeros(1, dtype=torch.int64).expand(n),
         batch_size=[n],
@@ -95,6 +121,7 @@ def write_memmap(
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
     _check_backend(backend)
+    _image_data()  # without tensordict, say so before decoding anything
     n = len(dataset)
     if n == 0:
         raise ValueError("the dataset is empty: nothing to write")
@@ -189,7 +216,7 @@ def load_memmap(root: str | Path) -> ImageData:
     _check_files(root, meta)
     n, shape, backend = meta["n"], tuple(meta["shape"]), meta["backend"]
     if backend == "tensordict":
-        data = ImageData.load_memmap(str(root))  # type: ignore[attr-defined]
+        data = _image_data().load_memmap(str(root))  # type: ignore[attr-defined]
         if tuple(data.images.shape) != (n, *shape):
             raise ValueError(
                 f"tensordict metadata in {str(root)!r} says {tuple(data.images.shape)}, "
@@ -205,7 +232,7 @@ def load_memmap(root: str | Path) -> ImageData:
             str(root / FILES[backend][0]), shared=False, size=n * math.prod(shape), dtype=torch.uint8
         ).view(n, *shape)
         labels = torch.from_file(str(root / FILES[backend][1]), shared=False, size=n, dtype=torch.int64)
-    return ImageData(images=images, labels=labels, batch_size=[n])  # type: ignore[call-arg]
+    return _image_data()(images=images, labels=labels, batch_size=[n])
 
 
 def precompute(
@@ -247,7 +274,7 @@ class MemmapDataset(torch.utils.data.Dataset):
     def __getitems__(self, indices: list[int]) -> ImageData:
         index = torch.as_tensor(indices)
         batch = rows.take(self.fields, index)
-        return ImageData(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])  # type: ignore[call-arg]
+        return _image_data()(images=batch["images"], labels=batch["labels"], batch_size=[len(index)])
 
 
 def nbytes(root: str | Path) -> int:

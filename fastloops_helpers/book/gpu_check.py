@@ -3,15 +3,16 @@
 `python -m fastloops_helpers.book.gpu_check [--scale S] [--parts a,b] [--reports DIR] [--logs DIR]` (`make gpu-check`).
 It installs nothing and needs no network: each part runs with this interpreter, the project root first on
 PYTHONPATH, and scratch data and results folders, under its own timeout inside one overall budget. A part
-whose packages are missing is skipped and the packages are named; the exit status is 1 only when a part
-failed or ran out of time, never for a skip. It writes reports/<machine>.md through book/report.py. Without a
-CUDA GPU it runs at the smoke scale and skips the test files (`make test` runs them on such a machine).
+whose packages do not import here (absent, broken or hidden) is skipped, and the packages are named with how
+to bring them to an offline machine; the exit status is 1 only when a part failed or ran out of time, never
+for a skip. It writes reports/<machine>.md through book/report.py. Without a CUDA GPU it runs at the smoke
+scale and skips the test files (`make test` runs them on such a machine).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import importlib
 import os
 import re
 import shutil
@@ -25,7 +26,6 @@ from pathlib import Path
 import torch
 
 from .. import config
-from ..measure import capabilities
 from ..measure.clock import now
 from ..measure.provenance import cpu_name, hardware_line
 from . import report, runs
@@ -45,7 +45,17 @@ TESTS = [
 BENCHMARKS = ["devices", "cifar", "diagnose", "otto", "fusion"]  # fusion last: the one to lose when time runs out
 TIMEOUT_S = {"tests": 150, "devices": 100, "cifar": 150, "diagnose": 180, "otto": 120, "fusion": 240}
 BUDGET_S = 530  # all parts together: under 9 minutes on the GPU machine it was sized on
-NEEDS = {"tests": ("tensordict", "optree", "pytest", "hypothesis"), "devices": ("tensordict", "optree")}
+# what each part imports beyond the core (tests/test_gpu_check.py ties them to the test files and notebooks):
+# the memmaps of notebooks 11 and 15 are tensordict's tensorclasses; notebook 06 times optree and TensorDict
+NEEDS: dict[str, tuple[str, ...]] = {
+    "tests": ("pytest", "hypothesis", "tensordict"),
+    "devices": ("tensordict", "optree"),
+    "cifar": ("tensordict",),
+    "diagnose": ("tensordict",),
+    "otto": (),
+    "fusion": (),
+}
+BRING = "bring it with `make wheelhouse` on a machine with the registry, then `make setup WHEELS=DIR`"
 
 
 @dataclass
@@ -59,16 +69,15 @@ class Outcome:
     detail: str = ""
 
 
-def missing(packages: tuple[str, ...]) -> list[str]:
-    """Return each package of `packages` that does not import here, with how to add it (measure.capabilities)."""
+def missing(modules: tuple[str, ...]) -> list[str]:
+    """Return each of `modules` that does not import here (absent, broken or hidden), with how to bring it."""
     found = []
-    for name in packages:
-        if name in capabilities.CHECKS:
-            ok, _, how = capabilities.CHECKS[name][0]()
-        else:
-            ok, how = importlib.util.find_spec(name) is not None, f"pip install {name}"
-        if not ok:
-            found.append(f"{name} ({how})")
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # a broken install raises anything, not only ImportError
+            why = " ".join(f"{type(exc).__name__}: {exc}".split())[:120]
+            found.append(f"{name} (not importable here: {BRING}; it raised {why})")
     return found
 
 
@@ -135,7 +144,7 @@ def skip_reason(part: str, deadline: float) -> str:
     """Return why `part` cannot run here (no GPU for the tests, missing packages, no time left), or ''."""
     if part == "tests" and not torch.cuda.is_available():
         return "no CUDA GPU: `make test` runs these test files on this machine"
-    lost = missing(NEEDS.get(part, ("tensordict",)))
+    lost = missing(NEEDS[part])
     if lost:
         return "missing: " + ", ".join(lost)
     if deadline - now() < 10:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 import math
+import threading
 from collections.abc import Callable, Mapping
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,9 +44,18 @@ if TYPE_CHECKING:  # what mypy sees of the tensorclass that _image_data() builds
         def __init__(self, *, images: Tensor, labels: Tensor, batch_size: list[int]) -> None: ...
 
 
-@cache  # one class per process: pickle looks an instance's class up by name and must find this very one
+_BUILD = threading.Lock()  # two loader threads asking first must not build two classes
+
+
 def _image_data() -> type[ImageData]:
     """Return the ImageData tensorclass, importing tensordict (the `trees` extra) the first time."""
+    with _BUILD:  # one class per process, kept as this module's attribute: pickle looks an instance's class up there
+        if "ImageData" not in globals():
+            globals()["ImageData"] = _build_image_data()
+    return globals()["ImageData"]
+
+
+def _build_image_data() -> type[ImageData]:
     tensorclass = require("tensordict", "trees").tensorclass
 
     class ImageData:
@@ -59,7 +68,7 @@ def _image_data() -> type[ImageData]:
         images: Tensor
         labels: Tensor
 
-    ImageData.__qualname__ = "ImageData"  # where pickle (fork or spawn) looks it up: this module's __getattr__
+    ImageData.__qualname__ = "ImageData"  # where pickle (fork or spawn) looks it up: this module's attribute
     return tensorclass(ImageData)
 
 

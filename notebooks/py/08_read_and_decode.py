@@ -6,7 +6,7 @@
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
-# | **Run time** | <!-- run-time --> workshop ~23 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.7 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
@@ -242,7 +242,7 @@ scaling.round(6)
 # Do they agree? A JPEG decoder may use a different inverse DCT or chroma upsampling, so pixels can differ by
 # a few levels without either being wrong. We compare each decoder with Pillow on every image.
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 agree = []
 for px in sizes_px:
     reference = [found["Pillow"](b) for b in blobs[px]]
@@ -253,6 +253,7 @@ for px in sizes_px:
 agree = pd.DataFrame(agree)
 within = bool((agree.mean_abs_diff < 1.0).all() and (agree.max_abs_diff <= 32).all())
 print("all decoders agree with Pillow within JPEG tolerance (mean < 1 level, max <= 32):", within)
+assert within, agree  # the decoders installed here differ by machine: the table is not compared
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -540,14 +541,17 @@ print("saved", path.name)
 #
 # Seed 002 claims: storage speed matters (RAM beats the disk), Pillow >= 9 decodes with libjpeg-turbo, and the
 # copy/share table above. The compared cell states the structural facts: Pillow reports libjpeg-turbo, every
-# row of the table matches the seed's, the decoders agree on the pixels. Whether the page cache reads faster than the cold read by
-# the registry's margin (when the cold read really bypassed the cache) depends on the machine and its
-# load, so it is printed in the cell after it.
+# row of the table matches the seed's, the decoders agree on the pixels. jpeg4py's check and the TensorRT step
+# depend on what the machine has (the optional decoder, an NVIDIA GPU), and whether the page cache reads faster
+# than the cold read by the registry's margin (when the cold read really bypassed the cache) depends on the
+# machine and its load, so they are printed in the cells after it.
 
 # %% slideshow={"slide_type": "-"}
 for name in ("pillow_uses_turbo", "copy_table_as_seed", "decoders_agree"):
     claims.check(name, figures)  # saved above with the other figures
-claims.check("jpeg4py_agrees", figures, why="jpeg4py is not installed")
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+claims.check("jpeg4py_agrees", figures, why="jpeg4py is not installed")  # an optional decoder
 print("TensorRT step:", "a GPU is here: see section 4" if torch.cuda.is_available() else "needs an NVIDIA GPU; none here")
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]

@@ -1,4 +1,4 @@
-"""The DDP script under torchrun with 2 CPU processes (gloo): shards, coverage, and weights vs one process."""
+"""The DDP script under torchrun with 2 CPU processes (gloo): placement, shards, coverage, weights vs one process."""
 
 import numpy as np
 import pytest
@@ -10,16 +10,51 @@ from fastloops_helpers.experiments import distributed
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     log_dir = tmp_path_factory.mktemp("ddp")
-    kw = dict(world_size=2, rows=1_001, epochs=2, batch_size=64)
+    kw = dict(world_size=2, rows=1_001, epochs=2, batch_size=64, gpus=1)  # one GPU for two ranks: both on the CPU
     ranks = distributed.launch(log_dir, "helpers", **kw)
     reference = distributed.launch(log_dir, "helpers", reference=True, **kw)
     return log_dir, ranks, reference
 
 
+CPU, CUDA0, CUDA1 = torch.device("cpu"), torch.device("cuda", 0), torch.device("cuda", 1)
+
+
+@pytest.mark.parametrize(
+    "world_size, gpus, backend, devices",
+    [
+        (2, 0, "gloo", [CPU, CPU]),
+        (2, 1, "gloo", [CPU, CPU]),  # not rank 1 on cuda:1, which one GPU does not have; not a world of one either
+        (2, 2, "nccl", [CUDA0, CUDA1]),
+        (2, 3, "nccl", [CUDA0, CUDA1]),  # a spare GPU stays idle
+        (1, 1, "nccl", [CUDA0]),
+        (1, 0, "gloo", [CPU]),
+    ],
+)
+def test_placement_gives_every_rank_its_own_gpu_or_all_the_cpu(world_size, gpus, backend, devices):
+    assert distributed.placement(world_size, gpus) == (backend, devices)
+
+
+@pytest.mark.parametrize("world_size, gpus", [(0, 1), (2, -1)])
+def test_placement_names_a_bad_value(world_size, gpus):
+    with pytest.raises(ValueError, match=f"world_size={world_size}, gpus={gpus}"):
+        distributed.placement(world_size, gpus)
+
+
+def test_a_process_that_sees_one_gpu_runs_the_two_rank_reference_on_the_cpu(tmp_path, monkeypatch):
+    """The device comes from placement with the GPU count torch reports, not from cuda:{LOCAL_RANK}."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    args = distributed.parse(["--log-dir", str(tmp_path), "--rows", "1001", "--epochs", "1", "--reference", "2"])
+    assert args.gpus == 1
+    assert distributed.train(args)["device"] == "cpu"  # not cuda:1, which one GPU does not have
+
+
 def test_each_rank_logs_its_epochs(runs):
-    _, ranks, _ = runs
+    _, ranks, reference = runs
     assert [r["rank"] for r in ranks] == [0, 1]
     assert all(r["world_size"] == 2 and r["backend"] == "gloo" for r in ranks)
+    assert [r["device"] for r in ranks + reference] == ["cpu"] * 3  # placement(2, 1): the ranks and the reference
     assert all(len(r["epochs"]) == 2 for r in ranks)
 
 

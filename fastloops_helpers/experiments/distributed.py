@@ -1,9 +1,9 @@
 """Train the Otto MLP under DistributedDataParallel, each rank loading its own shard.
 
 Launch: `torchrun --standalone --nproc_per_node=2 -m fastloops_helpers.experiments.distributed --log-dir DIR`
-(gloo on the CPU, nccl on GPUs). `--reference` runs the same global batches in one process, for the
-comparison of final weights. Each rank writes what it saw (the row ids of every epoch), its epoch times
-and, on rank 0, the final weights and validation accuracy into DIR. `run(scale)` is the `distributed`
+(`placement` picks nccl with a GPU per rank, or gloo on the CPU). `--reference` runs the same global batches in
+one process, for the comparison of final weights. Each rank writes what it saw (the row ids of every epoch), its
+epoch times and, on rank 0, the final weights and validation accuracy into DIR. `run(scale)` is the `distributed`
 benchmark: both loaders under torchrun, the one-process reference, and one rank with the global batch.
 
 Explained in notebooks/12_scaling_out.ipynb.
@@ -47,6 +47,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--batch-size", type=int, default=256, help="per rank; the global batch is this x world size")
     p.add_argument("--lr", type=float, default=LR)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gpus", type=int, default=torch.cuda.device_count(), help="GPUs the ranks may use (see placement)")
     p.add_argument(
         "--reference",
         type=int,
@@ -55,6 +56,20 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
         help="run in one process the global batches that W ranks would see",
     )
     return p.parse_args(argv)
+
+
+def placement(world_size: int, gpus: int) -> tuple[str, list[torch.device]]:
+    """Return the backend and each rank's device: nccl and GPU r for rank r if every rank has one, else gloo on the CPU.
+
+    With fewer GPUs than ranks the world keeps its size on the CPU rather than shrinking to the GPUs: a world
+    of one has nothing to shard, no padding to show and no all-reduce to compare with one process.
+    Explained in notebooks/12_scaling_out.ipynb.
+    """
+    if world_size < 1 or gpus < 0:
+        raise ValueError(f"need world_size >= 1 and gpus >= 0, got world_size={world_size}, gpus={gpus}")
+    if gpus >= world_size:
+        return "nccl", [torch.device("cuda", r) for r in range(world_size)]
+    return "gloo", [torch.device("cpu")] * world_size
 
 
 def otto_tensors(rows: int | None, seed: int) -> tuple[dict[str, torch.Tensor], torch.Tensor, torch.Tensor]:
@@ -139,7 +154,7 @@ def train(args: argparse.Namespace) -> dict:
     """Run the training loop on this rank (or the one-process reference) and return its log."""
     distributed = dist.is_available() and dist.is_initialized()
     rank, world = (dist.get_rank(), dist.get_world_size()) if distributed else (0, 1)
-    device = torch.device(f"cuda:{os.environ.get('LOCAL_RANK', 0)}" if torch.cuda.is_available() else "cpu")
+    device = placement(world if distributed else max(1, args.reference), args.gpus)[1][rank]  # the ranks' rule
     if distributed and rank != 0:
         dist.barrier()  # rank 0 generates the cached data set first; the others then only read it
     data, X_val, y_val = otto_tensors(args.rows, args.seed)
@@ -153,6 +168,7 @@ def train(args: argparse.Namespace) -> dict:
         "loader": args.loader,
         "reference": args.reference,
         "backend": dist.get_backend() if distributed else None,
+        "device": str(device),
         "epochs": [],
     }
     for epoch in range(args.epochs):
@@ -209,8 +225,12 @@ def launch(
     seed: int = 0,
     reference: bool = False,
     lr: float = LR,
+    gpus: int | None = None,
 ) -> list[dict]:
-    """Run the training with torchrun (or the one-process reference) and return each rank's log."""
+    """Run the training with torchrun (or the one-process reference) and return each rank's log.
+
+    The ranks (and the reference) go where `placement(world_size, gpus)` puts them; `gpus` defaults to torch's count.
+    """
     flags = {
         "log-dir": log_dir,
         "loader": loader,
@@ -219,6 +239,7 @@ def launch(
         "batch-size": batch_size,
         "seed": seed,
         "lr": lr,
+        "gpus": torch.cuda.device_count() if gpus is None else gpus,
     }
     opts = [arg for flag, value in flags.items() for arg in (f"--{flag}", str(value))]
     if reference:
@@ -311,8 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if "RANK" in os.environ and not args.reference:
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
-        dist.init_process_group(backend)
+        dist.init_process_group(placement(int(os.environ["WORLD_SIZE"]), args.gpus)[0])
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // dist.get_world_size()))
     try:
         log = train(args)

@@ -5,8 +5,8 @@
 # |---|---|
 # | **Question** | When one process is not enough, how does each process load only its share of the data, does training on shards give the same model as one process with the same global batch, and what did `DataParallel` do before DDP? |
 # | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem); no other seed mentions DDP, so the per-rank sharding here is PyTorch's and the project's |
-# | **GPU** | optional: 2 CPU processes with the gloo backend here; the same script uses nccl, one GPU per process, on a GPU machine, where one more cell and exercise 4 time DataParallel on the GPUs |
-# | **Run time** | <!-- run-time --> workshop ~48 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **GPU** | optional: with a GPU for every rank, each rank trains on its own GPU (nccl); with fewer GPUs than ranks, or none, all ranks run on the CPU (gloo), and the notebook prints which; with GPUs, one more cell and exercise 4 time DataParallel on them |
+# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # PyTorch's established engine for data-parallel training is `DistributedDataParallel` (DDP) launched by
 # `torchrun`: one process per device, each with a full copy of the model, each reading a different shard of
@@ -41,7 +41,8 @@ print(measure.hardware_line())
 rows = config.size("ddp.rows")              # Otto rows (train + validation): an odd train split shows the padding rule
 epochs = config.size("ddp.epochs")          # every rank sees its shard once per epoch; more epochs, steadier samples/s
 batch_size = config.size("ddp.batch_size")  # per rank; the global batch is batch_size x world_size
-world_size = config.size("ddp.world_size")  # processes (ranks): gloo on the CPU here, one GPU each with nccl
+world_size = config.size("ddp.world_size")  # processes (ranks): a GPU each (nccl) if there are enough, else the CPU (gloo)
+gpus = torch.cuda.device_count() if config.device().type == "cuda" else 0  # GPUs the ranks may use (0 with FASTLOOPS_DEVICE=cpu)
 lr = 0.05                                   # SGD's learning rate: larger learns faster and amplifies rounding
 seed = 0                                    # the ranks' common permutation and the initial weights
 
@@ -72,10 +73,32 @@ show_code(distributed.ddp_model, distributed.train_epoch)  # run in the torchrun
 #
 # `distributed.launch` runs `python -m torch.distributed.run --standalone --nproc_per_node=2 -m
 # fastloops_helpers.experiments.distributed ...` and waits. `torchrun` starts the processes and sets `RANK`, `WORLD_SIZE`
-# and `LOCAL_RANK` in each; the script joins the process group (gloo on the CPU, nccl when there are GPUs),
-# wraps the model in DDP and trains. Each rank records the row ids it trained on in every epoch (the data
-# carries an `id` column, so this is what the rank actually saw, not what it was meant to see), its epoch
-# times, and rank 0 saves the final weights.
+# and `LOCAL_RANK` in each. Where the ranks run is decided by one function, `placement(world_size, gpus)`: the
+# notebook calls it to print the plan, and every rank calls it to find its own backend and device (no rank
+# guesses `cuda:{LOCAL_RANK}` by itself, which on a machine with one GPU would send rank 1 to a GPU that does not
+# exist). The rule:
+#
+# - a GPU for every rank: the nccl backend, rank `r` on GPU `r` (spare GPUs stay idle);
+# - fewer GPUs than ranks, or none: the gloo backend, every rank on the CPU.
+#
+# Why not shrink the world to the GPUs there are? With one GPU that is a world of one rank: nothing to shard, no
+# padding, an all-reduce over a single gradient, and the comparison with one process below would compare a
+# process with itself. Keeping `world_size` ranks on the CPU keeps every lesson of this notebook (sharding,
+# padding, DDP equal to one process) and gives up only speed, which the throughput section treats on its own.
+
+# %%
+show_code(distributed.placement)  # called by the notebook here and by every rank for itself
+
+# %% tags=["nbval-ignore-output"]
+backend, devices = distributed.placement(world_size, gpus)  # the plan every rank will compute for itself
+print(f"{gpus} GPU(s) for {world_size} ranks -> backend: {backend}")
+for rank, device in enumerate(devices):
+    print(f"rank {rank}: {device}")
+
+# %% [markdown]
+# The script joins the process group with that backend, wraps the model in DDP and trains. Each rank records
+# the row ids it trained on in every epoch (the data carries an `id` column, so this is what the rank actually
+# saw, not what it was meant to see), its backend, device and epoch times, and rank 0 saves the final weights.
 #
 # We run it twice: with the helpers' `BatchLoader` and with `DataLoader` + `DistributedSampler`.
 
@@ -84,12 +107,14 @@ log_dir = Path(tempfile.mkdtemp(prefix="fastloops-ddp-"))  # the ranks' logs, ro
 runs = {}
 for loader in ("helpers", "dataloader"):
     with measure.Timer() as t:
-        runs[loader] = distributed.launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr)
+        runs[loader] = distributed.launch(log_dir, loader, world_size, rows, epochs, batch_size, seed, lr=lr,
+                                          gpus=gpus)
     measure.show(f"torchrun with the {loader} loader, {world_size} ranks, {epochs} epochs (start-up included)", t.seconds)
 
 # %% slideshow={"slide_type": "-"}
 for loader, logs in runs.items():
-    print(loader, "ranks:", [log["rank"] for log in logs], "backend:", logs[0]["backend"],
+    planned = all(log["backend"] == backend and log["device"] == str(devices[log["rank"]]) for log in logs)
+    print(loader, "ranks:", [log["rank"] for log in logs], "| every rank on its planned backend and device:", planned,
           "| every rank logged every epoch:", all(len(log["epochs"]) == epochs for log in logs))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -140,7 +165,8 @@ print("the order changes between epochs (set_epoch):", not np.array_equal(orders
 show_code(distributed.reference_batches)  # runs in the reference process, which torchrun does not start
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-reference = distributed.launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr)
+reference = distributed.launch(log_dir, "helpers", world_size, rows, epochs, batch_size, seed, reference=True, lr=lr,
+                               gpus=gpus)  # on rank 0's device
 diff = distributed.relative_weight_difference(log_dir / "helpers-rank0-weights.pt",
                                          log_dir / f"helpers-reference{world_size}-weights.pt")
 acc = {"DDP, 2 ranks (helpers)": runs["helpers"][0]["val_accuracy"],
@@ -228,14 +254,18 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Throughput per process
 #
-# **Prediction.** On a GPU machine each rank owns a GPU, and the loader of each rank only has to keep its own
-# GPU fed: total throughput grows with the number of GPUs until the all-reduce or the input pipeline limits it.
-# This machine has 2 CPU cores and the "device" is the same 2 cores: two ranks with one thread each do the same
-# arithmetic as one process with two threads, plus an all-reduce per step. So expect the total samples/s of two
-# ranks to be about that of one process, not double it.
+# **Prediction.** When every rank owns a GPU (nccl), the loader of each rank only has to keep its own GPU fed:
+# total throughput grows with the number of GPUs until the all-reduce or the input pipeline limits it. When the
+# ranks run on the CPU (gloo: no GPU, or fewer GPUs than ranks), the "devices" are the machine's cores, shared:
+# each rank gets cores / `world_size` threads, so the ranks do the same arithmetic on the same cores as one
+# process with all of them, plus an all-reduce per step. Then expect the total samples/s of the ranks to be about
+# that of one process, not a multiple of it. The one process runs on the ranks' kind of device (the CPU when they
+# are on the CPU), so the ratio compares like with like; the cell prints which case this machine is.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-single = distributed.launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr)
+single_gpus = gpus if backend == "nccl" else 0  # one process on the kind of device the ranks used
+single = distributed.launch(log_dir / "single", "helpers", 1, rows, epochs, batch_size * world_size, seed, lr=lr,
+                            gpus=single_gpus)
 speed = pd.DataFrame([distributed.throughput(runs["helpers"], "DDP, helpers' loader"),  # median epoch, not the 1st
                       distributed.throughput(runs["dataloader"], "DDP, DataLoader + DistributedSampler"),
                       distributed.throughput(single, "1 process (torchrun, 1 rank)")])
@@ -246,14 +276,13 @@ fig = plots.bars(speed, "samples/s total", "run", baseline="1 process (torchrun,
                  title="Otto MLP training, whole job", unit="samples/s")
 plots.save(fig, "12_scaling_out-throughput")
 ratio = speed["samples/s total"].iloc[0] / speed["samples/s total"].iloc[2]
-gpus = torch.cuda.device_count()
-low, high, why = (0, min(world_size, gpus), "one GPU per rank") if gpus else (0.8, 1.2, "the same cores: ~1x, +-20 %")
-_ = measure.predicted(f"2 ranks over 1 process, total samples/s ({why})", low, high, ratio, "x", ".2f")
-print(f"on {config.device().type.upper()} with {os.cpu_count()} cores")
+low, high, why = (0, world_size, "one GPU per rank") if backend == "nccl" else (0.8, 1.2, "the same cores: ~1x, +-20 %")
+_ = measure.predicted(f"{world_size} ranks over 1 process, total samples/s ({why})", low, high, ratio, "x", ".2f")
+print(f"ranks on {', '.join(map(str, devices))} ({backend}); {os.cpu_count()} CPU cores")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Read the ratio above against the prediction. With as many processes as devices (GPUs) it would approach the number of processes.
-# With two processes on the same CPU cores there is nothing extra to compute with, and each step also pays an
+# With the ranks on the same CPU cores there is nothing extra to compute with, and each step also pays an
 # all-reduce and a second copy of the Python overhead, which can pull the ratio below one: the speed-up
 # of DDP is a property of having more devices, not of having more processes.
 
@@ -288,7 +317,7 @@ else:
 figures = distributed.figures(checks.to_dict("records"), diff, acc["DDP, 2 ranks (helpers)"],
                               acc["1 process, same global batches"], speed.to_dict("records"))
 knobs = {"rows": rows, "epochs": epochs, "batch_size": batch_size, "world_size": world_size, "lr": lr, "seed": seed,
-         "backend": runs["helpers"][0]["backend"]}
+         "backend": backend, "gpus": gpus}
 print("saved", measure.save_results("12_scaling_out", figures, rows=speed.to_dict("records") + checks.to_dict("records"),
                                    knobs=knobs, repeats=epochs).name)
 

@@ -11,7 +11,8 @@ from typing import Any
 
 import torch
 
-SCALES = ("smoke", "workshop", "full")
+SCALES = ("smoke", "workshop", "full")  # the columns of SIZES; "gpu" (GPU_SCALE, make gpu-check) picks among them
+PROFILES = (*SCALES, "gpu")  # every name FASTLOOPS_SCALE takes
 DEFAULT_SCALE = "workshop"
 
 # One table of named sizes: name -> (smoke, workshop, full).
@@ -118,15 +119,30 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "stream.diagnose_batches": (6, 16, 40),        # batches diagnose measures on the stream-fed training step
 }
 # fmt: on
+# The gpu scale: one short run of every notebook on a GPU machine (make gpu-check). Workshop sizes for the
+# GPU parts with the seed's model; smoke sizes for the parts that time the CPU alone, whose costs do not
+# shrink with a GPU (decoding, sweeps of workers and threads, the store). Keys: a size's name or its prefix.
+GPU_SCALE = {
+    **dict.fromkeys(("loops", "getitem", "gather", "shuffle", "imagefolder", "anatomy", "readdecode"), "smoke"),
+    **dict.fromkeys(("threads", "stream"), "smoke"),
+    "cifar.wrn": "full",  # WRN-28-10, the seed's model
+}
+
+
+def profile(name: str, scale_name: str) -> str:
+    """Return the column of SIZES that size `name` takes at `scale_name` (the gpu scale picks one per size)."""
+    if scale_name != "gpu":
+        return scale_name
+    return GPU_SCALE.get(name, GPU_SCALE.get(name.split(".")[0], "workshop"))
 
 
 def scale(value: str | None = None) -> str:
     """Return the active scale profile (FASTLOOPS_SCALE), rejecting unknown names."""
     name = value if value is not None else os.environ.get("FASTLOOPS_SCALE", DEFAULT_SCALE)
     name = name.strip().lower()
-    if name not in SCALES:
+    if name not in PROFILES:
         raise ValueError(
-            f"unknown scale {name!r}: use one of {', '.join(SCALES)} (set FASTLOOPS_SCALE or pass --scale)"
+            f"unknown scale {name!r}: use one of {', '.join(PROFILES)} (set FASTLOOPS_SCALE or pass --scale)"
         )
     return name
 
@@ -135,7 +151,7 @@ def size(name: str, scale_name: str | None = None) -> Any:
     """Return the named size for the active (or given) scale profile."""
     if name not in SIZES:
         raise KeyError(f"no size named {name!r} in config.SIZES; known: {', '.join(sorted(SIZES))}")
-    return SIZES[name][SCALES.index(scale(scale_name))]
+    return SIZES[name][SCALES.index(profile(name, scale(scale_name)))]
 
 
 def sizes(prefix: str, scale_name: str | None = None) -> dict[str, Any]:

@@ -9,6 +9,16 @@ def test_every_size_has_one_value_per_scale():
         assert len(values) == len(config.SCALES), name
 
 
+def test_the_gpu_scale_is_workshop_but_smoke_for_the_cpu_parts_and_the_seeds_model():
+    assert config.size("cifar.train", "gpu") == config.size("cifar.train", "workshop")
+    assert config.size("cifar.wrn", "gpu") == (28, 10)
+    assert config.size("threads.rounds", "gpu") == config.size("threads.rounds", "smoke")
+    assert config.size("stream.images", "gpu") == 320 and config.size("anatomy.ladder_rounds", "gpu") == 3
+    assert config.size("diagnose.batches", "gpu") == 24 and config.size("repeat", "gpu") == 7
+    assert set(config.GPU_SCALE.values()) <= set(config.SCALES)
+    assert all(any(n == k or n.startswith(k + ".") for n in config.SIZES) for k in config.GPU_SCALE)  # no stale key
+
+
 def test_scale_reads_environment(monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "Smoke ")
     assert config.scale() == "smoke"
@@ -24,7 +34,7 @@ def test_default_scale_is_workshop(monkeypatch):
 
 def test_unknown_scale_lists_valid_ones(monkeypatch):
     monkeypatch.setenv("FASTLOOPS_SCALE", "huge")
-    with pytest.raises(ValueError, match="'huge'.*smoke, workshop, full"):
+    with pytest.raises(ValueError, match="'huge'.*smoke, workshop, full, gpu"):
         config.scale()
 
 

@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     """Parse the arguments and run the benchmarks asked for."""
     parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.bench", description=__doc__)
     parser.add_argument("name", nargs="*", help="benchmark name(s), or 'all'")
-    parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
+    parser.add_argument("--scale", choices=config.PROFILES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     parser.add_argument("--out", help="JSON path (default results/bench-NAME.json; one name only)")
     parser.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="a defaults-cell knob")
     parser.add_argument("--saved", action="store_true", help="read what the notebooks saved; execute nothing")

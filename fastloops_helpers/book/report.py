@@ -21,11 +21,6 @@ TIMES_FILE = notebooks.TIMES_FILE
 _BLOCK = re.compile(r"(<!-- generated: (?P<name>[a-z-]+)[^>]*-->\n)(?P<body>.*?)(<!-- /generated: (?P=name) -->)", re.S)
 
 
-def load_results(folder: Path) -> list[dict[str, Any]]:
-    """Return every saved result (a JSON with name, provenance, rows, figures) in `folder`, by name."""
-    return list(runs.load(folder).values())
-
-
 def markdown_table(rows: list[dict[str, Any]]) -> str:
     """Render a list of dicts as a GitHub markdown table (columns in first-seen order)."""
     if not rows:

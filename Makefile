@@ -76,7 +76,7 @@ slides-meta:  ## (re)write every notebook's slide metadata by the rules in fastl
 bench:  ## one benchmark (executes its notebook): make bench NAME=loops [SCALE=...]
 	@bash .ci/setup.sh $(PYTHON) && $(PY) -m fastloops_helpers.book.bench $(NAME) --scale $(SCALE)
 
-gpu-check:  ## a GPU machine's check with its own torch, no network: tests + benchmarks, reports/<machine>.md (.venv's python once a set-up finished)
+gpu-check:  ## a GPU machine's check with its own torch, no network: the CUDA tests, then every notebook (solutions too) at the gpu scale into reports/gpu/<machine>/ and its archive (.venv's python once a set-up finished)
 	PYTHONPATH=.$${PYTHONPATH:+:$$PYTHONPATH} $(if $(wildcard $(VENV)/.fastloops-installed),$(PY),$(PYTHON)) -m fastloops_helpers.book.gpu_check $(ARGS)
 
 clean:  ## remove generated data and results (keeps .venv)

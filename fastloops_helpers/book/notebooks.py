@@ -288,12 +288,6 @@ def load_times(path: Path) -> dict[str, Any]:
     return doc
 
 
-def started_at(entry: dict[str, Any], name: str) -> str:
-    """Return when notebook file `name`'s latest run at this entry's scale started ("" when unknown)."""
-    started = entry.get("started", "")
-    return started.get(name, "") if isinstance(started, dict) else str(started)
-
-
 def machine() -> str:
     """Return a short machine label for the cards: CPU model and core count, and the GPU if any."""
     gpu = measure.gpu_name()
@@ -353,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     where.add_argument("--out", type=Path, help="write executed copies into this folder")
     parser.add_argument("--html", type=Path, help="also export HTML into this folder")
     parser.add_argument("--times", type=Path, help=f"notebook times JSON (default results/{TIMES_FILE})")
-    parser.add_argument("--scale", choices=config.SCALES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
+    parser.add_argument("--scale", choices=config.PROFILES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     args = parser.parse_intermixed_args(argv)
     times_path = args.times or config.results_dir() / TIMES_FILE
     paths = conclusion_last(notebook_paths(args.notebooks))

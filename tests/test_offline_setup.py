@@ -3,7 +3,7 @@
 The machine is made here: a venv holding this environment's copies of the distributions that the GPU machine has
 (.ci/offline/machine.txt), torch among them, and nothing else. The project (this working tree) is copied beside
 it and set up from a wheelhouse for this machine's Python, with no index (PIP_NO_INDEX, no pip configuration) and
-an `apt-get` on PATH that fails and leaves a mark. Then `make gpu-check` runs its devices part with that .venv.
+an `apt-get` on PATH that fails and leaves a mark. Then `make gpu-check` runs notebook 06 with that .venv.
 """
 
 from __future__ import annotations
@@ -115,9 +115,12 @@ def test_setup_from_a_wheelhouse_keeps_the_machines_torch_and_gpu_check_runs(off
     torch_at, tensordict_at = where.stdout.split()
     assert torch_at.startswith(str(offline["tmp"] / "machine")), torch_at  # the machine's torch, not a second one
     assert tensordict_at.startswith(str(project / ".venv")), tensordict_at  # from the wheelhouse
-    check = _make(project, offline, "gpu-check", f"ARGS=--scale smoke --parts devices --reports {offline['tmp']}")
-    assert check.returncode == 0 and "devices: passed" in check.stdout, check.stdout + check.stderr
+    check = _make(project, offline, "gpu-check", f"ARGS=--scale smoke --parts 06 --reports {offline['tmp']}")
+    assert check.returncode == 0 and "06: passed" in check.stdout, check.stdout + check.stderr
     assert " .venv/bin/python -m fastloops_helpers.book.gpu_check" in check.stdout  # the finished .venv ran it
+    report = (offline["tmp"] / "README.md").read_text()
+    assert "- from the wheelhouse " in report and "tensordict " in report  # what came from where, the torch not
+    assert not any(line.startswith("- from") and " torch 2" in line for line in report.splitlines())
 
 
 @pytest.mark.slow

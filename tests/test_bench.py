@@ -9,6 +9,7 @@ import torch
 
 from fastloops_helpers import experiments as bench
 from fastloops_helpers.book import as_script
+from fastloops_helpers.book import bench as bench_cli
 from fastloops_helpers.book.bench import benchmarks
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import save_results
@@ -104,8 +105,10 @@ def test_a_spawned_worker_does_not_run_the_notebook_again(tmp_path):
 
 
 # Keys a smoke run cannot reach: the grouped shuffle's speed-up at N = 2**26 needs the workshop sweep. Keys ending
-# in _cuda are measured on a GPU only (notebook 05's sweep on CUDA; see reports/runs/nvidia-h200-*).
+# in _cuda are measured on a GPU only (notebook 05's sweep on CUDA; see reports/runs/nvidia-h200-*), and so are
+# notebook 06's pinned-memory copies (a CUDA target only).
 NEEDS_A_LARGER_SCALE = {"grouped_speedup_2p26"}
+NEEDS_A_CUDA_TARGET = {"pinned_copy_speedup", "pinned_copy_speedup_ci_low", "pinned_copy_speedup_ci_high"}
 
 
 @pytest.mark.parametrize("notebook", sorted({spec["notebook"] for spec in benchmarks().values()}))
@@ -117,8 +120,21 @@ def test_each_benchmark_at_smoke_yields_its_figure_keys(notebook, tmp_path):
         saved = set(json.loads((tmp_path / f"bench-{name}.json").read_text())["figures"])
         expected = set(benchmarks()[name]["figures"]) - NEEDS_A_LARGER_SCALE
         if not torch.cuda.is_available():  # a GPU run adds the same figures measured on CUDA
-            expected = {key for key in expected if not key.endswith("_cuda")}
+            expected = {key for key in expected if not key.endswith("_cuda")} - NEEDS_A_CUDA_TARGET
         assert saved == expected, name
+
+
+def test_save_keeps_the_pinned_copy_figures_a_cuda_run_saved_and_names_them_missing_elsewhere(tmp_path):
+    pinned = {"pinned_copy_speedup": 6.30, "pinned_copy_speedup_ci_low": 5.87, "pinned_copy_speedup_ci_high": 6.64}
+    walkers = {"move_to_over_fastest": 1.0, "numpy_copy_gb_per_s": 9.0}  # the second is no benchmark figure
+    result = tmp_path / "06_device_moves.json"
+    save_results("06_device_moves", walkers | pinned, [{"way": "pinned .to()"}], {"target": "cuda:0"}, path=result)
+    doc, path = bench_cli.save("devices", tmp_path, str(tmp_path / "gpu.json"))
+    assert doc["figures"] == {"move_to_over_fastest": 1.0} | pinned and not set(pinned) & set(doc["missing"])
+    assert json.loads(path.read_text())["figures"] == doc["figures"]  # bench-devices.json holds them
+    save_results("06_device_moves", walkers, [], {"target": "cpu"}, path=result)  # a CPU run measures no copies
+    doc, _ = bench_cli.save("devices", tmp_path, str(tmp_path / "cpu.json"))
+    assert set(pinned) <= set(doc["missing"]) and "pinned_copy_speedup" not in doc["figures"]
 
 
 def test_copy_bandwidth_counts_bytes_and_rejects_unknown_library():

@@ -80,9 +80,6 @@ DERIVED = {
     },
 }
 
-# Notebooks whose fixes are in flight elsewhere: the rule is expected to flag them until those land.
-PENDING = {"06", "12"}
-
 
 def _dotted(node: ast.AST) -> list[str] | None:
     parts = []
@@ -178,7 +175,8 @@ def offences(stmts: list[ast.stmt], bound: dict[str, str]) -> list[str]:
             parts = [s]
         for part in parts:
             found += [f"line {s.lineno}: {ref}" for ref in sorted(machine_refs(part))]
-            found += [f"line {s.lineno}: {name} (bound from {bound[name]})" for name in sorted(_loaded(part) & bound.keys())]
+            names = sorted(_loaded(part) & bound.keys())
+            found += [f"line {s.lineno}: {name} (bound from {bound[name]})" for name in names]
     return found
 
 
@@ -207,12 +205,12 @@ def flagged(path: Path) -> dict[int, list[str]]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_no_compared_cell_depends_on_the_machine(path):
-    if path.name[:2] in PENDING:
-        pytest.xfail(f"{path.name}: its cells are being fixed in another change (remove it from PENDING then)")
     bad = flagged(path)
-    assert not bad, f"{path.name}: compared cells whose output depends on the machine " + "; ".join(
-        f"cell {i}: {', '.join(why)}" for i, why in bad.items()
-    ) + " (print such lines from a cell tagged nbval-ignore-output, or phrase them the same everywhere)"
+    assert not bad, (
+        f"{path.name}: compared cells whose output depends on the machine "
+        + "; ".join(f"cell {i}: {', '.join(why)}" for i, why in bad.items())
+        + " (print such lines from a cell tagged nbval-ignore-output, or phrase them the same everywhere)"
+    )
 
 
 def _flags(*sources: str) -> list[str]:

@@ -124,7 +124,7 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
 # shrink with a GPU (decoding, sweeps of workers and threads, the store). Keys: a size's name or its prefix.
 GPU_SCALE = {
     **dict.fromkeys(("loops", "getitem", "gather", "shuffle", "imagefolder", "anatomy", "readdecode"), "smoke"),
-    **dict.fromkeys(("threads", "stream"), "smoke"),
+    **dict.fromkeys(("threads", "stream", "ddp"), "smoke"),  # ddp: one GPU puts both ranks on the CPU (gloo)
     "cifar.wrn": "full",  # WRN-28-10, the seed's model
 }
 

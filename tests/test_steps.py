@@ -137,3 +137,61 @@ def test_blocks_leave_a_persistent_dataloaders_workers_to_its_next_epoch():
     workers = loader._iterator._workers
     assert all(w.is_alive() for w in workers)  # kept between epochs, as persistent_workers promises
     loader._iterator._shutdown_workers()
+
+
+class QueuedStream:
+    """A host clock and one simulated GPU stream, as CUDA queues work.
+
+    `launch` queues work that starts when the work before it has ended (never before the host queued it) and
+    returns at once; an event recorded at host time h completes at max(h, the end of the work queued before it).
+    """
+
+    def __init__(self) -> None:
+        self.host = 0.0
+        self.tail = 0.0  # when the stream's queued work ends
+
+    def mark(self) -> float:
+        return max(self.host, self.tail)
+
+    def seconds(self, first: float, second: float) -> float:
+        return second - first
+
+    def sync(self) -> None:
+        self.host = max(self.host, self.tail)
+
+    def launch(self, seconds: float) -> None:
+        self.tail = max(self.host, self.tail) + seconds
+        self.host += 0.0001  # launching kernels costs the host a little, not the work's time
+
+
+class HostWork:
+    """A loader whose every batch costs the host `seconds` on the simulated clock (no background workers)."""
+
+    def __init__(self, stream: QueuedStream, seconds: float, batches: int = 20) -> None:
+        self.stream, self.seconds, self.batches = stream, seconds, batches
+
+    def __iter__(self):
+        for _ in range(self.batches):
+            self.stream.host += self.seconds
+            yield (None,)
+
+
+@pytest.mark.parametrize(("load_s", "idle_s"), [(0.010, 0.006), (0.001, 0.0)])
+def test_on_a_gpu_a_wait_is_the_streams_idle_time_between_queued_steps(monkeypatch, load_s, idle_s):
+    """A 4 ms step behind a 10 ms loader leaves the GPU idle 6 ms a step; behind a 1 ms one, never (the floor)."""
+    from fastloops_helpers.measure import steps
+
+    stream = QueuedStream()
+    monkeypatch.setattr(steps, "marks", lambda device: stream)
+    waits, times = steps.block("loader", HostWork(stream, load_s), lambda _: stream.launch(0.004), Blocks(2, 10))
+    assert waits == pytest.approx([idle_s] * 10, abs=2e-4)
+    assert times == pytest.approx([max(load_s + 0.0001, 0.004)] * 10, abs=2e-4)  # the slower of the two sets it
+    # a clock of the host's time in next() would read load_s for each batch: 1 ms where the GPU never idles
+
+
+def test_marks_are_cuda_events_on_a_cuda_device_and_the_hosts_clock_elsewhere():
+    from fastloops_helpers.measure import steps
+
+    assert isinstance(steps.marks("cuda:0"), steps.StreamClock) and steps.marks("cuda:0").device.index == 0
+    assert type(steps.marks("cpu")) is steps.HostClock and type(steps.marks(None)) is steps.HostClock
+    assert type(steps.marks(torch.device("meta"))) is steps.HostClock

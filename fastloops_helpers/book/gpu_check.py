@@ -175,7 +175,12 @@ def run_parts(parts: list[str], scale: str, mode: str, folders: dict[str, Path])
             )
             outcomes[-1].mode = "pytest" if part == "tests" else mode
             archive(part, outcomes[-1], folders)
-        print(_line(outcomes[-1]), flush=True)
+        o = outcomes[-1]
+        code = "" if o.exit_code is None else f" (exit {o.exit_code})"
+        print(
+            f"[gpu-check] {o.part}: {o.status}{code} in {o.seconds:.0f} s{': ' + o.detail if o.detail else ''}",
+            flush=True,
+        )
     return outcomes
 
 
@@ -194,11 +199,6 @@ def archive(part: str, outcome: Outcome, folders: dict[str, Path]) -> None:
         for path in files:
             if path.is_file():
                 tar.add(path, arcname=path.relative_to(folders["out"]).as_posix())
-
-
-def _line(o: Outcome) -> str:
-    code = "" if o.exit_code is None else f" (exit {o.exit_code})"
-    return f"[gpu-check] {o.part}: {o.status}{code} in {o.seconds:.0f} s{': ' + o.detail if o.detail else ''}"
 
 
 def slug() -> str:

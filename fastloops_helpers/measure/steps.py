@@ -30,7 +30,7 @@ from typing import Any
 
 import torch
 
-from .clock import Timer
+from .clock import now
 from .display import progress
 
 Step = Callable[..., Any]  # a training step: step(*batch)
@@ -114,38 +114,79 @@ def block(
 ) -> tuple[list[float], list[float]]:
     """Run one block behind a fresh iterator of `loader`; return the timed (waits, steps) in seconds.
 
-    The one per-batch timer: each batch's wait (making the iterator, for the first) and its whole step are timed
-    back to back, so the clock counts everything the loop waits for. Explained in notebooks/11_ffcv_cifar.ipynb.
+    Marks go down before the iterator is made, when each batch is in hand and when its step is queued, with no
+    synchronisation between: a wait runs from the previous step's end mark to this one's start, a step from the
+    previous end to its own. On CUDA the marks are events on the stream, and a wait is the GPU's idle time; on the
+    host's clock, the time in `next()`. Explained in notebooks/11_ffcv_cifar.ipynb.
     """
     per = producers(loader)
     settle = math.ceil(blocks.settle / per) * per
     timed = None if blocks.timed is None else math.ceil(blocks.timed / per) * per
+    clock = marks(device)
+    clock.sync()  # what another block queued is not this one's time
     batches: Iterator[Any] | None = None
-    waits: list[float] = []
-    steps: list[float] = []
+    stamps = [clock.mark()]  # then a (start, end) pair per step
     try:
-        done = 0
-        while timed is None or done < settle + timed:
-            with Timer(device) as whole:
-                with Timer(device) as wait:  # the first wait makes the iterator: worker start-up counts
-                    batches = iter(loader) if batches is None else batches
-                    batch = next(batches, None)
-                if batch is None:
-                    break
-                step(*batch)
-            if done >= settle:
-                waits.append(wait.seconds)
-                steps.append(whole.seconds)
-            done += 1
+        while timed is None or len(stamps) // 2 < settle + timed:
+            batches = iter(loader) if batches is None else batches
+            batch = next(batches, None)
+            if batch is None:
+                break
+            stamps.append(clock.mark())  # the batch is in hand
+            step(*batch)
+            stamps.append(clock.mark())  # the step is queued (on the host: done)
     finally:
         if batches is not None:
             close(batches)
+    clock.sync()  # the one synchronisation: every mark has happened
+    t = [clock.seconds(stamps[0], mark) for mark in stamps]
+    ends, starts, timed_steps = t[0::2], t[1::2], range(settle, len(t) // 2)  # ends[k]: step k's previous end
+    waits, steps = [starts[k] - ends[k] for k in timed_steps], [ends[k + 1] - ends[k] for k in timed_steps]
     if not steps or (timed is not None and len(steps) < timed):
-        raise ValueError(
-            f"{name!r} ran out after {done} batches; a block needs {settle} to settle and "
-            f"{timed or 1} to time: use fewer steps per block or more data"
-        )
+        need = f"a block needs {settle} to settle and {timed or 1} to time: use fewer steps per block or more data"
+        raise ValueError(f"{name!r} ran out after {len(starts)} batches; {need}")
     return waits, steps
+
+
+class HostClock:
+    """The host's clock as marks: `mark` reads it, `seconds` subtracts two readings, `sync` has nothing to wait for."""
+
+    def mark(self) -> float:
+        """Return the host's time now."""
+        return now()
+
+    def seconds(self, first: float, second: float) -> float:
+        """Return the seconds from mark `first` to mark `second`."""
+        return second - first
+
+    def sync(self) -> None:
+        """Wait for nothing: a host mark has happened when it returns."""
+
+
+@dataclass(frozen=True)
+class StreamClock(HostClock):
+    """CUDA events on the device's current stream as marks: each completes when the work queued before it has run."""
+
+    device: torch.device
+
+    def mark(self) -> Any:  # type: ignore[override]  # an event, not a float
+        """Record and return an event on the device's current stream (the host does not wait)."""
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def seconds(self, first: Any, second: Any) -> float:
+        """Return the GPU's seconds from event `first` to event `second` (both must have completed)."""
+        return float(first.elapsed_time(second)) / 1e3
+
+    def sync(self) -> None:
+        """Wait until the device has run everything queued."""
+        torch.cuda.synchronize(self.device)
+
+
+def marks(device: torch.device | str | None) -> HostClock:
+    """Return the clock a block's marks use on `device`: CUDA events on a CUDA device, else the host's clock."""
+    return StreamClock(torch.device(device)) if torch.device(device or "cpu").type == "cuda" else HostClock()
 
 
 def close(batches: Iterator[Any]) -> None:

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~2.8 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -414,7 +414,10 @@ else:
 # spell a few steps long would otherwise land on one loader's steps and read as a difference between loaders.
 # Each block starts a fresh iterator, leaves its first step out (the worker's start-up) and closes the iterator
 # at its end: a DataLoader worker left running while the other loaders step would prepare its next batches in
-# their time, and its wait would read near zero however slow it is.
+# their time, and its wait would read near zero however slow it is. On a CUDA device the harness reads the steps
+# from events on the GPU's stream and synchronises once per block, as a training loop does, so a wait is the
+# GPU's idle time between one step's end and the next one's start; on a CPU it reads the host's clock, and a
+# wait is the time spent in `next()`.
 # (helpers-precomputed is left out here: its step is the helpers' step
 # minus the transform.) The step that follows every batch:
 

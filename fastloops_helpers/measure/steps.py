@@ -169,7 +169,7 @@ class StreamClock(HostClock):
 
     device: torch.device
 
-    def mark(self) -> Any:  # type: ignore[override]  # an event, not a float
+    def mark(self) -> Any:  # an event, not a float
         """Record and return an event on the device's current stream (the host does not wait)."""
         event = torch.cuda.Event(enable_timing=True)
         event.record(torch.cuda.current_stream(self.device))
@@ -186,7 +186,7 @@ class StreamClock(HostClock):
 
 def marks(device: torch.device | str | None) -> HostClock:
     """Return the clock a block's marks use on `device`: CUDA events on a CUDA device, else the host's clock."""
-    return StreamClock(torch.device(device)) if torch.device(device or "cpu").type == "cuda" else HostClock()
+    return StreamClock(torch.device(device or "cpu")) if torch.device(device or "cpu").type == "cuda" else HostClock()
 
 
 def close(batches: Iterator[Any]) -> None:

@@ -317,7 +317,6 @@ def per_call_seconds(fns: dict[str, Callable[[], Any]], rounds: int, block_s: fl
 # of the way's result on the target and on the meta device (on a CPU target a tensor left behind is still "on the
 # target": meta shows it), and `over_fastest`. `over_fastest` marks the ways that moved every tensor, checked
 # by code from those two verdicts, and divides each time by the fastest of them:
-#
 
 # %% slideshow={"slide_type": "subslide"}
 def compare_ways(ways: dict[str, Callable[[Any, torch.device], Any]], sides: dict[str, int], rounds: int,
@@ -358,7 +357,7 @@ print(f"target: {device}")
 per_call.round(1).sort_values("large")
 
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 def walker_figures(rows: list[dict[str, Any]]) -> dict[str, float]:
     """Return move_to's ratio to the fastest way at each leaf size, and the largest of them."""
     found = {f"move_to_over_fastest_{r['leaves']}": r["over_fastest"]
@@ -414,7 +413,6 @@ for m in ["move_to (helpers)", "optree.tree_map"]:  # without a copy the leaf si
 # write to a new page faults it in, which can cost as much as the copy), the copy rate of a buffer
 # already in cache is higher than that of one read once, and on a GPU target the copy to the device comes on top.
 # It is for checkpoints, not for every batch.
-#
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## 4. JAX: `device_put`, and what leaving torch costs
@@ -669,7 +667,6 @@ print("saved", path.name)
 # `torch.save` copies every byte twice: it is for checkpoints. JAX's `device_put` moves a whole tree in one call,
 # but a torch batch must first be converted, and that conversion (numpy or DLPack) costs a dispatch per leaf. On
 # a GPU, pin memory where it is off the critical path, then copy with `non_blocking=True`. This run's figures:
-#
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 print(f"target {device}; move_to over the fastest way that moved every tensor: {figures['move_to_over_fastest']:.2f}x")
@@ -687,13 +684,12 @@ if jax_rows:
 # and the machine: the timing check (`move_to` within the claims registry's tolerance of the fastest way that moved
 # every tensor, measured in the same run; the benchmark's target is tighter), JAX's claim (when JAX is installed)
 # and the pinned-memory claim (on a CUDA target).
-#
 
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 print(f"misses tensors: {', '.join(sorted(missed))}; every other way moves every tensor")
 
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 _ = measure.predicted("move_to over the fastest way that moved every tensor", 0, 1.5,
                       figures["move_to_over_fastest"], "x")
 claims.check("jax_device_put_moves_all", figures, why="JAX is not installed")

@@ -550,11 +550,11 @@ print("saved", path.name)
 for name in ("pillow_uses_turbo", "copy_table_as_seed", "decoders_agree"):
     claims.check(name, figures)  # saved above with the other figures
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 claims.check("jpeg4py_agrees", figures, why="jpeg4py is not installed")  # an optional decoder
 print("TensorRT step:", "a GPU is here: see section 4" if torch.cuda.is_available() else "needs an NVIDIA GPU; none here")
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 if method == "O_DIRECT":
     _ = measure.predicted("page cache over a cold read", 1.5, float("inf"), cached / cold, "x", ".1f")
 else:

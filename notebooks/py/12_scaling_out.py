@@ -86,23 +86,23 @@ show_code(distributed.ddp_model, distributed.train_epoch)  # run in the torchrun
 # process with itself. Keeping `world_size` ranks on the CPU keeps every lesson of this notebook (sharding,
 # padding, DDP equal to one process) and gives up only speed, which the throughput section treats on its own.
 
-# %%
+# %% slideshow={"slide_type": "subslide"}
 show_code(distributed.placement)  # called by the notebook here and by every rank for itself
 
-# %% tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 backend, devices = distributed.placement(world_size, gpus)  # the plan every rank will compute for itself
 print(f"{gpus} GPU(s) for {world_size} ranks -> backend: {backend}")
 for rank, device in enumerate(devices):
     print(f"rank {rank}: {device}")
 
-# %% [markdown]
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The script joins the process group with that backend, wraps the model in DDP and trains. Each rank records
 # the row ids it trained on in every epoch (the data carries an `id` column, so this is what the rank actually
 # saw, not what it was meant to see), its backend, device and epoch times, and rank 0 saves the final weights.
 #
 # We run it twice: with the helpers' `BatchLoader` and with `DataLoader` + `DistributedSampler`.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 log_dir = Path(tempfile.mkdtemp(prefix="fastloops-ddp-"))  # the ranks' logs, row ids and weights
 runs = {}
 for loader in ("helpers", "dataloader"):
@@ -111,7 +111,7 @@ for loader in ("helpers", "dataloader"):
                                           gpus=gpus)
     measure.show(f"torchrun with the {loader} loader, {world_size} ranks, {epochs} epochs (start-up included)", t.seconds)
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 for loader, logs in runs.items():
     planned = all(log["backend"] == backend and log["device"] == str(devices[log["rank"]]) for log in logs)
     print(loader, "ranks:", [log["rank"] for log in logs], "| every rank on its planned backend and device:", planned,
@@ -175,14 +175,14 @@ acc = {"DDP, 2 ranks (helpers)": runs["helpers"][0]["val_accuracy"],
 print(f"largest weight difference DDP vs one process, relative to the largest weight: {diff:.2e}")
 pd.Series(acc, name="validation accuracy").to_frame()
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 tolerance = distributed.WEIGHT_TOLERANCE        # 1 % of the largest weight: rounding grows, but stays far below
 acc_tolerance = distributed.ACCURACY_TOLERANCE  # half a point of validation accuracy
 same_acc = abs(acc["DDP, 2 ranks (helpers)"] - acc["1 process, same global batches"]) < acc_tolerance
 print("weights match within 1 %:", diff < tolerance)
 print("validation accuracy matches within 0.5 points:", same_acc)
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The `DataLoader` run reaches a similar accuracy but not the same weights: `DistributedSampler` draws its
 # permutation with its own generator, so its batches differ from the helpers' (same rule, different random
 # order).

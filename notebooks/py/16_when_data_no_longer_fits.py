@@ -962,7 +962,7 @@ assert rank_rows[-1]["duplicates"] == (world_size - 1) * images and not rank_row
 print(f"split_shards: every sample exactly once over {world_size} ranks; no split: every rank reads every sample")
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Both real splits read each sample exactly once. The odd shard count shows `datasets`' fallback: still exact, but
 # every rank downloads every shard, so the bytes read grow with the world size. The last row is the mistake a
 # stream makes silently when nobody splits it: each rank trains on the whole epoch, the duplicates counted.
@@ -1034,7 +1034,7 @@ assert all(r["same_remaining"] for r in resume_rows), resume_rows
 print("every reader yields the same remaining samples after a restart")
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # All three can give the same remaining samples; what differs is the price. The last column is the bytes the
 # resumed run fetched over the bytes of what was left. A reader that saves its place fetches the rest, plus the part
 # of the shard it stopped in that it had read already. One that must re-read from the start fetches everything it

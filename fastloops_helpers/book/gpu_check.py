@@ -277,17 +277,11 @@ def write_report(outcomes: list[Outcome], scale: str, mode: str, folders: dict[s
 
 
 def benchmark_sections(folder: Path) -> list[str]:
-    """Return one section per benchmark result in `folder`: its targets' verdicts, its figures and its rows."""
+    """Return one section per benchmark result in `folder`: `report.doc_section`, then its targets' verdicts."""
     parts = []
     for name, doc in runs.benchmarks(runs.load(folder)).items():
-        targets = "".join(f"- {line}\n" for line in bench.target_lines(name.removeprefix("bench-"), doc["figures"]))
-        figures = report.markdown_table([{"figure": k, "value": v} for k, v in doc["figures"].items()])
-        parts += [
-            f"## {name}, scale {doc['provenance'].get('scale')}\n",
-            targets,
-            figures,
-            report.markdown_table(doc["rows"]),
-        ]
+        parts += report.doc_section(name, doc, folder, hardware_line(), qualify=True)
+        parts += [f"- {line}\n" for line in bench.target_lines(name.removeprefix("bench-"), doc["figures"])]
     return parts or ["(no benchmark saved a result)\n"]
 
 

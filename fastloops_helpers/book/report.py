@@ -66,7 +66,7 @@ def build(folder: Path | None = None) -> Path:
         markdown_table(_records(runs.figure_table(docs))),
     ]
     for name, doc in nbs.items():
-        parts += _doc_section(name, doc, folder, hardware)
+        parts += doc_section(name, doc, folder, hardware)
     if benches:
         parts += [
             "# Benchmarks (their own run, not the notebooks')\n",
@@ -74,7 +74,7 @@ def build(folder: Path | None = None) -> Path:
             markdown_table(_records(runs.targets(docs))),
         ]
         for name, doc in benches.items():
-            parts += _doc_section(name, doc, folder, hardware, qualify=True)
+            parts += doc_section(name, doc, folder, hardware, qualify=True)
     out = folder / "REPORT.md"
     out.write_text("\n".join(parts))
     return out
@@ -92,7 +92,8 @@ def _warnings(docs: dict[str, dict], times: dict[str, Any]) -> list[str]:
     return ["## Warnings\n", "\n".join(lines) + "\n"] if lines else []
 
 
-def _doc_section(name: str, doc: dict, folder: Path, hardware: str, qualify: bool = False) -> list[str]:
+def doc_section(name: str, doc: dict, folder: Path, hardware: str, qualify: bool = False) -> list[str]:
+    """Return a saved result's section: when and where it ran (`hardware` when it differs), knobs, figures, rows."""
     prov = doc["provenance"]
     parts = [f"## {name}\n", f"saved {prov.get('date', '?')}, scale {prov.get('scale', '?')}\n"]
     if prov.get("hardware") != hardware:

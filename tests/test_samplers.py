@@ -3,11 +3,7 @@ import pytest
 import torch
 
 from fastloops_helpers.load.order import EpochOrder, grouped_permutation
-from fastloops_helpers.teach.quasi_random import (
-    batch_class_entropy,
-    quasi_random_permutation,
-    slide_grouped_permutation,
-)
+from fastloops_helpers.teach.quasi_random import batch_class_entropy
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -64,26 +60,6 @@ def test_grouped_permutation_rejects_bad_sizes(bad):
         grouped_permutation(**bad)
 
 
-@pytest.mark.parametrize("n,page,buffer", [(0, 4, 2), (1, 4, 2), (100, 7, 3), (64, 8, 100), (50, 1, 1)])
-def test_quasi_random_is_a_true_permutation(n, page, buffer):
-    order = quasi_random_permutation(n, page, buffer, np.random.default_rng(0))
-    assert order.dtype == np.int64 and np.array_equal(np.sort(order), np.arange(n))
-
-
-def test_quasi_random_with_one_open_page_reads_pages_whole():
-    order = quasi_random_permutation(40, 8, 1, np.random.default_rng(1)).reshape(5, 8)
-    assert (order // 8 == order[:, :1] // 8).all()
-    assert sorted(order[:, 0] // 8) == [0, 1, 2, 3, 4]
-
-
-def test_quasi_random_buffer_bounds_how_far_ahead_it_reaches():
-    n, page, buffer = 1000, 10, 3
-    order = quasi_random_permutation(n, page, buffer, np.random.default_rng(2))
-    first = order[:page]  # the first page-size samples come from the first `buffer` opened pages
-    assert len(set(first // page)) <= buffer
-    assert not np.array_equal(order, quasi_random_permutation(n, page, buffer, np.random.default_rng(3)))
-
-
 def test_batch_class_entropy_is_zero_for_sorted_and_near_max_for_shuffled():
     labels = np.repeat(np.arange(4), 250)
     assert batch_class_entropy(labels, np.arange(1000), 50) == 0.0
@@ -92,21 +68,6 @@ def test_batch_class_entropy_is_zero_for_sorted_and_near_max_for_shuffled():
     assert batch_class_entropy(labels, np.array([0, 250, 500, 750]), 4) == pytest.approx(2.0)
     with pytest.raises(ValueError, match="fewer than one batch"):
         batch_class_entropy(labels, np.arange(3), 4)
-
-
-@pytest.mark.parametrize("n,group_size", [(1, 4), (7, 1), (16, 4), (23, 5), (3, 10), (1000, 64)])
-def test_the_slides_grouped_permutation_is_a_true_permutation(n, group_size):
-    perm = slide_grouped_permutation(n, group_size, torch.Generator().manual_seed(0))
-    assert perm.dtype == torch.int64 and sorted(perm.tolist()) == list(range(n))
-
-
-def test_the_slides_grouped_permutation_keeps_groups_together_and_shuffles_inside_them():
-    n, g = 64 * 20, 64
-    perm = slide_grouped_permutation(n, g, torch.Generator().manual_seed(4)).view(-1, g)
-    assert (perm // g == perm[:, :1] // g).all()  # every block of the output is one whole group
-    assert not torch.equal(perm[:, 0] // g, torch.arange(n // g))  # the groups' order is shuffled
-    inner = perm % g
-    assert len(torch.unique(inner, dim=0)) > 1  # each group draws its own inner order
 
 
 def test_epoch_order_hands_out_each_epoch_once_and_trims_the_short_tail():

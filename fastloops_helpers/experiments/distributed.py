@@ -3,8 +3,8 @@
 Launch: `torchrun --standalone --nproc_per_node=2 -m fastloops_helpers.experiments.distributed --log-dir DIR`
 (`placement` picks nccl with a GPU per rank, or gloo on the CPU). `--reference` runs the same global batches in
 one process, for the comparison of final weights. Each rank writes what it saw (the row ids of every epoch), its
-epoch times and, on rank 0, the final weights and validation accuracy into DIR. `run(scale)` is the `distributed`
-benchmark: both loaders under torchrun, the one-process reference, and one rank with the global batch.
+epoch times and, on rank 0, the final weights and validation accuracy into DIR. Notebook 12 launches both loaders
+under torchrun, the one-process reference, and one rank with the global batch (`bench distributed` executes it).
 
 Explained in notebooks/12_scaling_out.ipynb.
 """
@@ -311,19 +311,6 @@ def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = N
         "dataparallel_s": measure.median(times["DataParallel"]),
         "dataparallel_over_module": measure.ratio(times, "DataParallel", "module"),
     }
-
-
-def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[int]) -> torch.Tensor:
-    """Do what DataParallel's forward does on GPUs, step by step; needs CUDA and `model` on device_ids[0].
-
-    Explained in notebooks/12_scaling_out.ipynb.
-    """
-    from torch.nn.parallel import gather, parallel_apply, replicate, scatter
-
-    chunks = scatter(x, device_ids)  # split the batch along dim 0, one chunk per GPU
-    replicas = replicate(model, device_ids[: len(chunks)])  # copy the weights to every GPU, at every call
-    outputs = parallel_apply(replicas, [(c,) for c in chunks])  # one Python thread per GPU, sharing one GIL
-    return gather(outputs, device_ids[0])  # concatenate the outputs on the first GPU
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -81,13 +81,19 @@ def torch_randperm(n: int, generator: torch.Generator) -> torch.Tensor:
 # the indices inside every group.
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.quasi_random
 def slide_grouped_permutation(n: int, group_size: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """The slide's fast shuffle as it reads: shuffle the order of the groups, then the indices inside each group."""
     groups = torch.arange(n).split(group_size)
     order = torch.randperm(len(groups), generator=generator).tolist()
     return torch.cat([groups[g][torch.randperm(len(groups[g]), generator=generator)] for g in order])
 
+
+# every block of the output is one whole group, the groups' order is shuffled, each group draws its own inner order
+check_perm = slide_grouped_permutation(64 * 20, 64, torch.Generator().manual_seed(4)).view(-1, 64)
+assert sorted(check_perm.flatten().tolist()) == list(range(64 * 20)) and check_perm.dtype == torch.int64
+assert (check_perm // 64 == check_perm[:, :1] // 64).all() and not torch.equal(check_perm[:, 0] // 64, torch.arange(20))
+assert len(torch.unique(check_perm % 64, dim=0)) > 1
+assert sorted(slide_grouped_permutation(23, 5).tolist()) == list(range(23))  # a last, shorter group too
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # It still draws n random numbers (one `randperm` per group), but every swap stays inside a group small enough
@@ -280,7 +286,6 @@ def batch_class_entropy(labels: np.ndarray | torch.Tensor, order: np.ndarray | t
 # size as a group, for comparison (FFCV's pages are storage pages of its file: section 5).
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.quasi_random
 def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
                              generator: np.random.Generator | None = None) -> np.ndarray:
     """Return FFCV's QUASI_RANDOM traversal order over `n` samples stored in pages of `page_size`."""
@@ -307,6 +312,18 @@ def quasi_random_permutation(n: int, page_size: int, buffer_size: int,
             open_pages.pop()
             consumed.pop()
     return out
+
+
+# a true permutation at any size; with one page open it reads the pages whole, in a shuffled order; the first
+# page-size samples come from the first `buffer_size` pages opened
+for check_n, check_page, check_buffer in [(0, 4, 2), (1, 4, 2), (100, 7, 3), (64, 8, 100), (50, 1, 1)]:
+    check_order = quasi_random_permutation(check_n, check_page, check_buffer, np.random.default_rng(0))
+    assert check_order.dtype == np.int64 and np.array_equal(np.sort(check_order), np.arange(check_n))
+check_order = quasi_random_permutation(40, 8, 1, np.random.default_rng(1)).reshape(5, 8)
+assert (check_order // 8 == check_order[:, :1] // 8).all() and sorted(check_order[:, 0] // 8) == [0, 1, 2, 3, 4]
+check_order = quasi_random_permutation(1000, 10, 3, np.random.default_rng(2))
+assert len(set(check_order[:10] // 10)) <= 3
+assert not np.array_equal(check_order, quasi_random_permutation(1000, 10, 3, np.random.default_rng(3)))
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

@@ -202,11 +202,9 @@ print("validation accuracy matches within 0.5 points:", same_acc)
 # GPU, broadcasts the weights once at the start, and overlaps the all-reduce of gradient buckets with the
 # backward pass. PyTorch's documentation recommends DDP even on a single machine.
 #
-# The four steps, one by one (this cell is the source of `distributed.data_parallel_by_hand`; it runs on GPUs
-# only):
+# The four steps, one by one (it runs on GPUs only):
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.distributed
 def data_parallel_by_hand(model: nn.Module, x: torch.Tensor, device_ids: list[int]) -> torch.Tensor:
     """Do what DataParallel's forward does on GPUs, step by step; needs CUDA and `model` on device_ids[0]."""
     from torch.nn.parallel import gather, parallel_apply, replicate, scatter

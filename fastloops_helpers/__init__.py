@@ -19,7 +19,7 @@ from .doctor import Diagnosis, diagnose
 from .load.batch_loader import BatchLoader
 from .load.crop_window import ResizeCenterCrop
 from .load.getitems import BatchRowDataset, RowDataset
-from .load.move import move_to
+from .load.move import PinnedRing, move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
 from .load.process_prefetch import ProcessPrefetcher
 from .load.stream import ParquetStream, ShardError, ShuffleBuffer, split_shards, tar_samples
@@ -49,6 +49,7 @@ __all__ = [
     "ThreadPrefetcher",
     "ProcessPrefetcher",
     "move_to",
+    "PinnedRing",
     # batched transforms
     "Normalize",
     "RandomCrop",

@@ -13,8 +13,8 @@ from typing import Any
 
 import torch
 
-from ..tree import is_tensor_collection, map_leaves, tensors
-from .move import move_to
+from ..tree import tensors
+from .move import PinnedRing, move_to
 
 _END = object()
 
@@ -54,21 +54,6 @@ def one_ahead(source: Iterable[Any], stage: Callable[[Any], Any], ready: Callabl
         _close(it)
 
 
-def pin(obj: Any) -> Any:
-    """Return `obj` with every CPU tensor in page-locked memory (already pinned ones are kept)."""
-    if all(t.is_pinned() or t.device.type != "cpu" for t in tensors(obj)):
-        return obj
-    return map_leaves(_pin_leaf, obj)
-
-
-def _pin_leaf(leaf: Any) -> Any:
-    if isinstance(leaf, torch.Tensor) and leaf.device.type == "cpu" and not leaf.is_pinned():
-        return leaf.pin_memory()
-    if is_tensor_collection(leaf):
-        return leaf.pin_memory()
-    return leaf
-
-
 class CUDAPrefetcher:
     """Iterate over `loader`, copying batch i+1 to the GPU on a side stream while batch i is in use.
 
@@ -77,10 +62,11 @@ class CUDAPrefetcher:
     loader : any iterable of batches (tensors, or dicts/lists/tuples/TensorDicts of them).
     device : the CUDA device to copy to; default `cuda` when available. On a machine without a GPU (or
         with a CPU device) the prefetcher passes batches through unchanged and warns once.
-    pin : pin batches that are not yet page-locked (pass False when DataLoader(pin_memory=True) did it);
-        a copy from pageable memory cannot overlap with compute.
+    pin : stage each batch's CPU tensors through reused page-locked buffers (`move.PinnedRing`, two slots;
+        pass False when DataLoader(pin_memory=True) pinned them already): a copy from pageable memory cannot
+        overlap with compute.
 
-    Each copy runs under `torch.cuda.stream(side)` with `non_blocking=True` via `devices.move_to`; before a
+    Each copy runs under `torch.cuda.stream(side)` with `non_blocking=True` via `move.move_to`; before a
     batch is handed out the compute stream waits on the side stream, and every tensor calls
     `record_stream(compute)` so the caching allocator does not reuse its memory while kernels still read it.
     Order is kept, the loader's exceptions propagate after the batches before them, and breaking out of the
@@ -101,8 +87,8 @@ class CUDAPrefetcher:
         if self.device.type != "cuda" or not torch.cuda.is_available():
             self._warn_once()
             return self._passthrough()
-        side = torch.cuda.Stream(self.device)
-        return one_ahead(self.loader, lambda b: self._stage(b, side), lambda b: self._ready(b, side))
+        side, ring = torch.cuda.Stream(self.device), PinnedRing(self.device) if self.pin else None
+        return one_ahead(self.loader, lambda b: self._stage(b, side, ring), lambda b: self._ready(b, side))
 
     def _passthrough(self) -> Iterator[Any]:
         it = iter(self.loader)
@@ -119,11 +105,9 @@ class CUDAPrefetcher:
                 stacklevel=3,
             )
 
-    def _stage(self, batch: Any, side: torch.cuda.Stream) -> Any:
-        if self.pin:
-            batch = pin(batch)
-        with torch.cuda.stream(side):
-            return move_to(batch, self.device, non_blocking=True)
+    def _stage(self, batch: Any, side: torch.cuda.Stream, ring: PinnedRing | None) -> Any:
+        with torch.cuda.stream(side):  # the ring's copy and its event go on the side stream
+            return ring(batch) if ring else move_to(batch, self.device, non_blocking=True)
 
     def _ready(self, batch: Any, side: torch.cuda.Stream) -> Any:
         compute = torch.cuda.current_stream(self.device)

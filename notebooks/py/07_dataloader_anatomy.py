@@ -355,9 +355,9 @@ show_code(prefetch.ThreadPrefetcher.__iter__, prefetch.ThreadPrefetcher._produce
 show_code(process_prefetch._produce, ProcessPrefetcher._receive_batches)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# `CUDAPrefetcher` stages batch i+1 while batch i is in use (apex's pattern, the loop `one_ahead`): pin
-# it, copy it on a side stream, and before handing it out make the compute stream wait for that copy.
-# Without a GPU its row below is the plain loop.
+# `CUDAPrefetcher` stages batch i+1 while batch i is in use (apex's pattern, the loop `one_ahead`): copy
+# it into reused page-locked buffers (`PinnedRing`, notebook 11), copy those to the GPU on a side stream, and
+# before handing it out make the compute stream wait for that copy. Without a GPU its row below is the plain loop.
 
 # %% slideshow={"slide_type": "-"}
 # one batch ahead: stage on the side stream, then make the compute stream wait for it

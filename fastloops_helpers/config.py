@@ -126,6 +126,7 @@ GPU_SCALE = {
     **dict.fromkeys(("loops", "getitem", "gather", "shuffle", "imagefolder", "anatomy", "readdecode"), "smoke"),
     **dict.fromkeys(("threads", "stream", "ddp"), "smoke"),  # ddp: one GPU puts both ranks on the CPU (gloo)
     "cifar.wrn": "full",  # WRN-28-10, the seed's model
+    **dict.fromkeys(("cifar.epochs", "cifar.steps"), "smoke"),  # 6 rounds: the fewest that bound an interval
 }
 
 

@@ -182,3 +182,14 @@ def test_a_benchmark_target_with_a_saved_interval_can_be_a_tie():
     assert target.verdict(measure.interval_figures("speed", [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98])) == claims.TIE
     assert target.verdict(measure.interval_figures("speed", [1.2, 1.3, 1.25, 1.22, 1.28, 1.21])) == "met"
     assert target.verdict({}) == "not run"
+
+
+def test_a_gpu_target_says_so_where_it_is_not_run_and_a_parity_target_names_its_tie():
+    target = claims.Target("bench-x", "share", at_most=0.05, needs="gpu")
+    assert target.verdict({}) == claims.NEEDS_GPU and claims.Target("bench-x", "share").verdict({}) == "not run"
+    measured = measure.interval_figures("share", [0.01, 0.02, 0.03, 0.02, 0.01, 0.04])
+    assert target.verdict(measured) == claims.NEEDS_GPU  # a CPU's run of the same figure does not judge it
+    assert target.verdict(measured, "cuda:0") == "met" and target.verdict({}, "cuda") == "not run"
+    wide = measure.interval_figures("share", [0.01, 0.02, 0.03, 0.02, 0.01, 0.06])
+    assert target.verdict(wide, "cuda") == claims.TIE
+    assert claims.Target("bench-x", "r", at_most=1.0, parity=True).needed() == "<= 1x (a tie is parity)"

@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from fastloops_helpers.measure import Timer
+from fastloops_helpers.measure import steps as steps_module
 from fastloops_helpers.measure.steps import Blocks, compare_steps, producers
 
 STEP_S = 0.010  # the simulated step: shorter than the slow loader's batch (32 samples x 1 ms)
@@ -87,6 +88,11 @@ def test_every_loader_gets_its_own_step_and_each_batch_passes_through_it():
     assert seen == [[0, 1, 2, 3, 4] * 2]  # timed=None runs to the end of the epoch
 
 
+def test_a_rounds_wait_share_is_its_waits_over_its_steps():
+    times = steps_module.StepTimes({"a": [[1.0, 1.0], [0.0, 0.0]]}, {"a": [[2.0, 8.0], [2.0, 2.0]]}, {"a": [0.0, 0.0]})
+    assert times.shares() == {"a": [0.2, 0.0]}  # the GPU idle 2 s of 10, not the mean of per-step shares (0.3125)
+
+
 def test_per_round_and_flat_keep_the_rounds_apart():
     times = compare_steps({"a": [(0, 0)] * 6, "b": [(0, 0)] * 6}, lambda: lambda x, y: None, 3, Blocks(1, 2))
     assert {k: len(v) for k, v in times.per_round("waits").items()} == {"a": 3, "b": 3}
@@ -121,9 +127,9 @@ def test_a_block_that_times_its_first_batch_counts_making_the_iterator():
             time.sleep(0.2)
             return iter([(0, 0)] * 3)
 
-    waits, steps = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=0, timed=None))
-    assert len(waits) == 3 and waits[0] >= 0.2 > max(waits[1:]) and steps[0] >= waits[0]
-    waits, _ = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=1, timed=None))
+    waits, steps, ahead = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=0, timed=None))
+    assert len(waits) == 3 and waits[0] >= 0.2 > max(waits[1:]) and steps[0] >= waits[0] and ahead == 0
+    waits, *_ = block("slow start", SlowStart(), lambda x, y: None, Blocks(settle=1, timed=None))
     assert len(waits) == 2 and max(waits) < 0.2  # settled: the start-up is left out with the first batch
 
 
@@ -132,7 +138,7 @@ def test_blocks_leave_a_persistent_dataloaders_workers_to_its_next_epoch():
 
     loader = torch.utils.data.DataLoader(list(range(8)), batch_size=2, num_workers=1, persistent_workers=True)
     for _ in range(2):  # shutting the workers down would break the loader's next epoch ("Queue is closed")
-        waits, _ = block("persistent", loader, lambda *batch: None, Blocks(settle=0, timed=None))
+        waits, *_ = block("persistent", loader, lambda *batch: None, Blocks(settle=0, timed=None))
         assert len(waits) == 4
     workers = loader._iterator._workers
     assert all(w.is_alive() for w in workers)  # kept between epochs, as persistent_workers promises
@@ -155,6 +161,9 @@ class QueuedStream:
 
     def seconds(self, first: float, second: float) -> float:
         return second - first
+
+    def now(self) -> float:
+        return self.host
 
     def sync(self) -> None:
         self.host = max(self.host, self.tail)
@@ -183,9 +192,12 @@ def test_on_a_gpu_a_wait_is_the_streams_idle_time_between_queued_steps(monkeypat
 
     stream = QueuedStream()
     monkeypatch.setattr(steps, "marks", lambda device: stream)
-    waits, times = steps.block("loader", HostWork(stream, load_s), lambda _: stream.launch(0.004), Blocks(2, 10))
+    waits, times, ahead = steps.block("loader", HostWork(stream, load_s), lambda _: stream.launch(0.004), Blocks(2, 10))
     assert waits == pytest.approx([idle_s] * 10, abs=2e-4)
     assert times == pytest.approx([max(load_s + 0.0001, 0.004)] * 10, abs=2e-4)  # the slower of the two sets it
+    # the host queued the last step this long before the stream ran it: behind the slow loader, the last 4 ms step
+    # less its 0.1 ms launch; behind the fast one, 4 - 1.1 ms gained on each of the 12 steps, after the first batch
+    assert ahead == pytest.approx(0.0039 if load_s > 0.004 else load_s + 12 * (0.004 - load_s - 0.0001), abs=3e-5)
     # a clock of the host's time in next() would read load_s for each batch: 1 ms where the GPU never idles
 
 

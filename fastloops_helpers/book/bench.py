@@ -3,7 +3,8 @@
 A benchmark is not a second copy of an experiment: `bench NAME` executes a copy of NAME's notebook at the scale
 asked for (`as_script`: the code cells in a fresh interpreter, solutions left out, `--set KNOB=VALUE` assigned
 after the defaults cell), reads the figures it saved, and writes results/bench-NAME.json with the benchmark's
-figure keys (benchmarks.json; the report, the claim targets and the README tables read them). Benchmarks that
+figure keys (benchmarks.json, where `*` stands for any text, e.g. a loader's and a model's name; the report, the
+claim targets and the README tables read them; "needs_gpu" lists the keys only a GPU run saves). Benchmarks that
 share a notebook (getitem and gather: notebook 02) run it once. `--saved` executes nothing: it reads what the
 notebooks already saved in the results folder, so `make reproduce` runs each protocol once.
 """
@@ -11,6 +12,7 @@ notebooks already saved in the results folder, so `make reproduce` runs each pro
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import shutil
 import sys
@@ -99,13 +101,14 @@ def save(name: str, folder: Path, out: str | None = None) -> tuple[dict[str, Any
     if not source.is_file():
         raise SystemExit(f"no {source}: run notebook {spec['notebook']} (or bench {name} without --saved) first")
     doc = json.loads(source.read_text(encoding="utf-8"))
-    figures = {k: v for k, v in doc["figures"].items() if k in spec["figures"]}
+    figures = {k: v for k, v in doc["figures"].items() if any(fnmatch.fnmatchcase(k, p) for p in spec["figures"])}
     prov = doc["provenance"]
     knobs = {**(prov.get("knobs") or {}), "notebook": spec["notebook"]}
     path = measure.save_results(
         f"bench-{name}", figures, doc["rows"], knobs, prov.get("repeats"), path=out, scale=prov.get("scale")
     )
-    return {**doc, "figures": figures, "missing": [k for k in spec["figures"] if k not in figures]}, path
+    missing = [p for p in spec["figures"] + spec.get("needs_gpu", []) if not fnmatch.filter(figures, p)]
+    return {**doc, "figures": figures, "missing": missing}, path
 
 
 def report(name: str, doc: dict[str, Any], path: Path) -> None:
@@ -117,13 +120,14 @@ def report(name: str, doc: dict[str, Any], path: Path) -> None:
         print(f"{key} = {value:.4g}")
     if doc["missing"]:
         print(f"not saved by the notebook at this scale: {', '.join(doc['missing'])}")
-    for line in target_lines(name, doc["figures"]):
+    for line in target_lines(name, doc["figures"], doc["provenance"].get("device", "cpu")):
         print(line)
     print(f"saved {path}")
 
 
-def target_lines(name: str, figures: dict[str, float]) -> list[str]:
-    """Return one line per target of benchmark `name`: the figure, its interval when saved, the verdict."""
+def target_lines(name: str, figures: dict[str, float], device: str = "cpu") -> list[str]:
+    """Return one line per target of benchmark `name`: the figure, its interval when saved, the verdict (a GPU's
+    target reads "needs a GPU" unless the run's `device` was CUDA)."""
     lines = []
     for t in claims.TARGETS:
         if t.benchmark != f"bench-{name}":
@@ -131,7 +135,7 @@ def target_lines(name: str, figures: dict[str, float]) -> list[str]:
         value = claims.value_of(figures, t.figure)
         label = claims.how_measured(claims.saved_interval(figures, t.figure))
         shown = "not measured" if value is None else f"{value:.4g} ({label})"
-        lines.append(f"[target] {t.figure}: {shown}, needs {t.needed()}: {t.verdict(figures)}")
+        lines.append(f"[target] {t.figure}: {shown}, needs {t.needed()}: {t.verdict(figures, device)}")
     return lines
 
 

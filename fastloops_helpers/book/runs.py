@@ -60,7 +60,8 @@ def conflicts(docs: dict[str, dict]) -> dict[str, list[str]]:
     return {k: v for k, v in producers.items() if len(v) > 1}
 
 
-def _device(doc: dict) -> str:
+def device_of(doc: dict) -> str:
+    """Return the device a saved result's run measured on (its provenance; "cpu" where none is recorded)."""
     return str(doc.get("provenance", {}).get("device", "cpu"))
 
 
@@ -82,7 +83,7 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
                 "measured how": claims.how_measured(ci) if value is not None else "",  # its interval, or "single run"
                 "needs": c.needed(),
                 "notebook": c.notebook,
-                "status": claims.status(c.name, figures, _device(doc) if doc else None),
+                "status": claims.status(c.name, figures, device_of(doc) if doc else None),
             }
         )
     return pd.DataFrame(rows)
@@ -103,7 +104,7 @@ def targets(docs: dict[str, dict]) -> pd.DataFrame:
                 "measured how": claims.how_measured(claims.saved_interval(doc["figures"], t.figure))
                 if doc and value is not None
                 else "",
-                "verdict": t.verdict(doc["figures"]) if doc else "not run",
+                "verdict": t.verdict(doc["figures"], device_of(doc)) if doc else "not run",
             }
         )
     return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "measured how", "verdict"])

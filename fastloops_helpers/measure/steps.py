@@ -54,6 +54,11 @@ class StepTimes:
 
     waits: dict[str, list[list[float]]]  # the wait is part of the step
     steps: dict[str, list[list[float]]]
+    ahead: dict[str, list[float]]  # per block: how far the host was ahead of the marks when it queued the last
+
+    def shares(self) -> dict[str, list[float]]:
+        """Return {loader: the share of each round's timed steps spent waiting}: sum of waits over sum of steps."""
+        return {name: [sum(w) / sum(s) for w, s in zip(self.waits[name], self.steps[name])] for name in self.waits}
 
     def flat(self, which: str = "steps") -> dict[str, list[float]]:
         """Return {loader: every timed step's (or wait's) seconds, round after round}, for `stats.summarize`."""
@@ -99,25 +104,27 @@ def compare_steps(
         if isinstance(loader, Iterator):
             raise ValueError(f"{name!r} is an iterator, not a loader: each block needs a fresh iterator from it")
     train = {name: factory() for name in loaders}
-    times = StepTimes({name: [] for name in loaders}, {name: [] for name in loaders})
+    times = StepTimes({name: [] for name in loaders}, {name: [] for name in loaders}, {name: [] for name in loaders})
     order = random.Random(0)
     for _ in progress(range(rounds), desc=desc) if desc else range(rounds):
         for name in order.sample(list(loaders), len(loaders)):
-            waits, steps = block(name, loaders[name], train[name], blocks, device)
+            waits, steps, ahead = block(name, loaders[name], train[name], blocks, device)
             times.waits[name].append(waits)
             times.steps[name].append(steps)
+            times.ahead[name].append(ahead)
     return times
 
 
 def block(
     name: str, loader: Iterable[Any], step: Step, blocks: Blocks, device: torch.device | str | None = None
-) -> tuple[list[float], list[float]]:
-    """Run one block behind a fresh iterator of `loader`; return the timed (waits, steps) in seconds.
+) -> tuple[list[float], list[float], float]:
+    """Run one block behind a fresh iterator of `loader`; return the timed (waits, steps) and the host's lead, in s.
 
     Marks go down before the iterator is made, when each batch is in hand and when its step is queued, with no
     synchronisation between: a wait runs from the previous step's end mark to this one's start, a step from the
     previous end to its own. On CUDA the marks are events on the stream, and a wait is the GPU's idle time; on the
-    host's clock, the time in `next()`. Explained in notebooks/11_ffcv_cifar.ipynb.
+    host's clock, the time in `next()`. The lead is how long before the last mark happened the host had queued it
+    (0 on the host's clock). Explained in notebooks/11_ffcv_cifar.ipynb.
     """
     per = producers(loader)
     settle = math.ceil(blocks.settle / per) * per
@@ -125,7 +132,7 @@ def block(
     clock = marks(device)
     clock.sync()  # what another block queued is not this one's time
     batches: Iterator[Any] | None = None
-    stamps = [clock.mark()]  # then a (start, end) pair per step
+    stamps, queued = [clock.mark()], [clock.now()]  # then a (start, end) pair per step; the host's start and end
     try:
         while timed is None or len(stamps) // 2 < settle + timed:
             batches = iter(loader) if batches is None else batches
@@ -135,6 +142,7 @@ def block(
             stamps.append(clock.mark())  # the batch is in hand
             step(*batch)
             stamps.append(clock.mark())  # the step is queued (on the host: done)
+        queued.append(clock.now())
     finally:
         if batches is not None:
             close(batches)
@@ -145,7 +153,7 @@ def block(
     if not steps or (timed is not None and len(steps) < timed):
         need = f"a block needs {settle} to settle and {timed or 1} to time: use fewer steps per block or more data"
         raise ValueError(f"{name!r} ran out after {len(starts)} batches; {need}")
-    return waits, steps
+    return waits, steps, max(0.0, t[-1] - (queued[-1] - queued[0]))
 
 
 class HostClock:
@@ -153,6 +161,10 @@ class HostClock:
 
     def mark(self) -> float:
         """Return the host's time now."""
+        return now()
+
+    def now(self) -> float:
+        """Return the host's time now (a mark of this clock is one)."""
         return now()
 
     def seconds(self, first: float, second: float) -> float:

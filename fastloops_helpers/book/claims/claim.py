@@ -76,11 +76,13 @@ class Target:
     at_least: float | None = None
     at_most: float | None = None
     unit: str = "x"
+    needs: str = ""  # "gpu": the figure is saved by a GPU run only
+    parity: bool = False  # a tie counts as parity ("as fast as"), as the seed's claim reads
 
     def needed(self) -> str:
         """Return the target in words: ">= 3 GB/s"."""
         op, bound = (">=", self.at_least) if self.at_least is not None else ("<=", self.at_most)
-        return f"{op} {bound:g}{self.unit}"
+        return f"{op} {bound:g}{self.unit}" + (" (a tie is parity)" if self.parity else "")
 
     def met(self, value: float | None) -> bool | None:
         """Return whether `value` meets the target (None when not measured)."""
@@ -88,9 +90,12 @@ class Target:
             return None
         return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
 
-    def verdict(self, figures: Mapping[str, Any]) -> str:
-        """Return "met", "missed", "a tie on this machine" (from a saved interval) or "not run"."""
+    def verdict(self, figures: Mapping[str, Any], device: str = "cpu") -> str:
+        """Return "met", "missed", "a tie on this machine" (from a saved interval), "not run", or "needs a GPU"
+        for a GPU's target where the run's `device` was not CUDA."""
         value = value_of(figures, self.figure)
+        if self.needs == "gpu" and not device.startswith("cuda"):
+            return NEEDS_GPU
         if value is None or value != value:
             return "not run"
         low, high = saved_interval(figures, self.figure) or (value, value)

@@ -73,3 +73,14 @@ def test_off_cuda_a_ring_moves_as_move_to_and_needs_a_slot():
     assert move.PinnedRing("meta")(x).device.type == "meta"
     with pytest.raises(ValueError, match="at least one slot"):
         move.PinnedRing("cuda", slots=0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_on_a_gpu_each_batch_kept_equals_its_source_while_the_ring_refills_behind_queued_work():
+    ring = move.PinnedRing("cuda", slots=2)
+    sources = [torch.full((512, 512), float(i)) for i in range(8)]
+    kept = []
+    for x in sources:
+        kept.append(ring(x))
+        torch.cuda._sleep(2_000_000)  # a queued step: the next copy waits behind it on the stream, the host does not
+    assert all(k.is_cuda and torch.equal(k.cpu(), x) for k, x in zip(kept, sources))

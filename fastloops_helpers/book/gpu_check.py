@@ -38,6 +38,8 @@ from . import bench, notebooks, report, runs
 
 TESTS = [
     "tests/test_prefetch.py",
+    "tests/test_pinned_ring.py",
+    "tests/test_steps.py",
     "tests/test_process_prefetch.py",
     "tests/test_diagnose.py",
     "tests/test_timeline.py",

@@ -359,7 +359,7 @@ show_code(process_prefetch._produce, ProcessPrefetcher._receive_batches)
 # it into reused page-locked buffers (`PinnedRing`, notebook 11), copy those to the GPU on a side stream, and
 # before handing it out make the compute stream wait for that copy. Without a GPU its row below is the plain loop.
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 # one batch ahead: stage on the side stream, then make the compute stream wait for it
 show_code(prefetch.CUDAPrefetcher.__iter__, prefetch.one_ahead, prefetch.CUDAPrefetcher._stage,
           prefetch.CUDAPrefetcher._ready)

@@ -1116,9 +1116,9 @@ print("saved", measure.save_results("11_ffcv_cifar", figures, rows, knobs, repea
 # behind it. The replay of the seed's own protocol is judged on its figures as the seed computed them (the
 # uplift of the median, one pass each, so a single run); its forward + loss line needs a GPU and the seed's
 # WRN-28-10, which `replay_wrn` picks there. The last lines are the `cifar` benchmark's targets, on this run's
-# figures: on a GPU at the `gpu` scale the helpers' wait behind WRN-28-10 must stay at most 5 % of the step by the
-# upper end of its interval, behind WRN-16-2 they must hide at least 80 % of their load time, and their full step
-# must be no slower than FFCV's (a tie is parity, as seed 003 claims); elsewhere those read "needs a GPU".
+# figures, each with its threshold: on a GPU at the `gpu` scale, the helpers' wait share behind WRN-28-10 (by the
+# upper end of its interval), the share of their load time hidden behind WRN-16-2, and their full step against
+# FFCV's (a tie is parity, as seed 003 claims); elsewhere those three read "needs a GPU".
 
 # %% slideshow={"slide_type": "subslide"}
 no_ffcv = "ffcv is not importable here (notebook 00 says how to add it)"

@@ -18,3 +18,30 @@ from fastloops_helpers.measure import warp
 def _real_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(warp.ENV, raising=False)
     monkeypatch.setattr(warp, "SEED", None)
+
+
+@pytest.fixture
+def slide() -> dict:
+    """Stand-ins for notebook 01's slide cells (`experiments.loops.SLIDE`): small loops that count their batches."""
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+
+    from fastloops_helpers.teach.slide_code import loader_epoch
+
+    def python_epoch(n, batch_size):
+        return lambda: len(range(0, n, batch_size))
+
+    def numpy_epoch(n, batch_size):
+        return lambda: len(np.random.default_rng(0).permutation(n).reshape(-1, batch_size))
+
+    def slide_dataloader(n, batch_size, num_workers):
+        return DataLoader(torch.arange(n), batch_size=batch_size, shuffle=True, num_workers=num_workers)
+
+    return {
+        "python_epoch": python_epoch,
+        "numpy_epoch": numpy_epoch,
+        "slide_dataloader": slide_dataloader,
+        "tf_data_pipeline": lambda n, batch_size: None,
+        "loader_epoch": loader_epoch,
+    }

@@ -162,10 +162,12 @@ def test_experiments_do_not_import_each_other(name):
                 assert node.module.split(".")[0] not in benchmarks(), f"{path.name} imports {node.module}"
 
 
-def test_measure_loops_gives_the_figures_notebook_01_prints():
+def test_measure_loops_gives_the_figures_notebook_01_prints(slide):
     from fastloops_helpers.experiments import loops
 
-    result, per_round = loops.measure_loops(3000, 300, 1, rounds=2, slow_rounds=1, pair_rounds=3, with_tf=False)
+    result, per_round = loops.measure_loops(
+        3000, 300, 1, rounds=2, slow_rounds=1, pair_rounds=3, slide=slide, with_tf=False
+    )
     names = {r["loop"] for r in result.rows}
     assert names == set(loops.VECTORISED) | set(loops.PER_SAMPLE) | set(loops.SLOWER)
     assert result.rows[0]["x_fastest"] == 1.0 and all(r["epochs"] >= 1 for r in result.rows)
@@ -174,11 +176,13 @@ def test_measure_loops_gives_the_figures_notebook_01_prints():
     assert result.knobs["tf_data"] is False and result.knobs["num_workers"] == 1
 
 
-def test_measure_loops_gives_per_round_ratios_and_their_intervals():
+def test_measure_loops_gives_per_round_ratios_and_their_intervals(slide):
     from fastloops_helpers import measure
     from fastloops_helpers.experiments import loops
 
-    result, per_round = loops.measure_loops(3000, 300, 0, rounds=6, slow_rounds=1, pair_rounds=6, with_tf=False)
+    result, per_round = loops.measure_loops(
+        3000, 300, 0, rounds=6, slow_rounds=1, pair_rounds=6, slide=slide, with_tf=False
+    )
     assert set(per_round) == set(loops.PER_ROUND)
     assert len(per_round["dataloader_nw0_over_helpers"]) == 6  # the per-sample DataLoader, interleaved per round
     assert len(per_round["helpers_over_numpy"]) >= 6  # until steady: 6 rounds, more while the interval is wide
@@ -191,10 +195,10 @@ def test_measure_loops_gives_per_round_ratios_and_their_intervals():
     assert rows["dataloader_nw0"]["epochs"] == 6 and rows["numpy"]["epochs"] == result.knobs["rounds_taken"]
 
 
-def test_measure_loops_takes_its_sizes_from_the_caller():
+def test_measure_loops_takes_its_sizes_from_the_caller(slide):
     from fastloops_helpers.experiments import loops
 
-    result, _ = loops.measure_loops(600, 30, 0, rounds=1, slow_rounds=1, pair_rounds=1, with_tf=False)
+    result, _ = loops.measure_loops(600, 30, 0, rounds=1, slow_rounds=1, pair_rounds=1, slide=slide, with_tf=False)
     assert "dataloader_workers" not in {r["loop"] for r in result.rows}  # no workers asked for: none timed
     assert {r["batches_per_epoch"] for r in result.rows} == {20}
     assert result.knobs | {"samples": 600, "batch_size": 30} == result.knobs

@@ -9,7 +9,6 @@ from tensordict import TensorDict
 from torch.utils._pytree import tree_flatten
 
 from fastloops_helpers.load.move import move_to
-from fastloops_helpers.teach.slide_code import slide_move_to, slide_xs
 
 # meta is a real "other device" on every machine: a tensor that was not moved stays on the CPU
 TARGETS = ["meta"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -35,7 +34,8 @@ def _devices(obj) -> list[str]:
 
 @pytest.mark.parametrize("device", TARGETS)
 def test_move_to_moves_every_tensor_of_the_slide_xs(device):
-    xs = slide_xs(4)
+    side = torch.rand(3, 4, 4)
+    xs = {"im": {"label": torch.rand(1, 4, 4), "image": side}, "cim": side + 1, "pim": [side + 2, side + 3]}
     moved = move_to(xs, device)
     assert _devices(moved) == [device] * 5 and moved.keys() == xs.keys()
     assert all(t.device.type == "cpu" for t in [xs["cim"], *xs["pim"]])  # the input is left alone
@@ -87,19 +87,6 @@ def test_move_to_names_the_path_of_an_unsupported_container(bad, path):
 def test_move_to_passes_non_blocking_through():
     t = torch.ones(3)
     assert move_to([t], "cpu", non_blocking=True)[0] is t  # same device: .to returns the tensor itself
-
-
-def test_slide_move_to_handles_tuples_and_refuses_the_rest():
-    assert slide_move_to((torch.ones(1), [torch.ones(1)]), "meta")[1][0].is_meta
-    with pytest.raises(TypeError, match="only tensors, dicts, lists and tuples"):
-        slide_move_to({"n": 3}, "cpu")
-
-
-def test_slide_move_to_moves_every_tensor_of_the_slide_xs():
-    """Notebook 06 times this package copy of its cell; its tree-library one-liners live in its cells."""
-    xs = slide_xs(4)
-    moved = slide_move_to(xs, torch.device("meta"))
-    assert _devices(moved) == ["meta"] * 5 and moved.keys() == xs.keys()
 
 
 def test_the_rendered_walker_can_be_slowed_and_still_recurses():

@@ -3,8 +3,8 @@
 The loops: pure Python, numpy, DataLoader, tf.data, the helpers' loader.
 
 Explained in notebooks/01_the_question.ipynb. `measure_loops()` computes the table and figures that notebook 01
-shows (with its defaults block and its cells' loops, passed as `slide`) and `python -m fastloops_helpers.book.bench
-loops` saves (through `run`, with the package's copies of those cells, `teach.slide_code`).
+shows, with its defaults block and its cells' loops, passed as `slide`; `python -m fastloops_helpers.book.bench
+loops` executes that notebook and saves what it measured.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ PER_ROUND = {
     "dataloader_nw0_over_numpy": ("per_sample", "dataloader_nw0", "numpy"),
 }
 # The slide's code the loops are built from: notebook 01 passes its cells' objects, by these names.
-SLIDE = ("python_epoch", "numpy_epoch", "slide_dataloader", "tf_data_pipeline", "loader_epoch", "FastDataloader")
+SLIDE = ("python_epoch", "numpy_epoch", "slide_dataloader", "tf_data_pipeline", "loader_epoch")
 
 
 def workers() -> int:
@@ -46,24 +46,26 @@ def workers() -> int:
     return min(10, os.cpu_count() or 1)
 
 
-def slide_code_of(slide: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """Return the slide's code by name (`SLIDE`): the objects given in `slide`, the package's for the others."""
-    unknown = set(slide or {}) - set(SLIDE)
-    if unknown:
-        raise ValueError(f"slide takes the names {SLIDE}, not {sorted(unknown)}")
-    return {name: getattr(slide_code, name) for name in SLIDE} | dict(slide or {})
+def _check_slide(slide: Mapping[str, Any]) -> None:
+    missing, unknown = set(SLIDE) - set(slide), set(slide) - set(SLIDE)
+    if missing or unknown:
+        raise ValueError(
+            f"slide takes exactly the names {SLIDE} (notebook 01's cells): missing {sorted(missing)}, "
+            f"unknown {sorted(unknown)}"
+        )
 
 
 def slide_loops(
-    n: int, batch_size: int, num_workers: int, with_tf: bool = True, slide: Mapping[str, Any] | None = None
+    n: int, batch_size: int, num_workers: int, slide: Mapping[str, Any], with_tf: bool = True
 ) -> dict[str, Callable[[], int]]:
     """Return {name: one epoch, returning its batch count} for every loop notebook 01 times.
 
     The slide's four (DataLoader with `num_workers`, left out when 0; tf.data when installed and `with_tf`),
     then DataLoader without workers, a `__getitems__` Dataset, the slide's FastDataloader and BatchLoader. The
-    slide's code comes from `slide` ({name in `SLIDE`: object}, notebook 01's cells), else from `teach.slide_code`.
+    slide's code comes from `slide` ({name in `SLIDE`: object}, notebook 01's cells), every name given.
     """
-    code = slide_code_of(slide)
+    _check_slide(slide)
+    code = slide
     x = torch.arange(n)
     found = {"python": code["python_epoch"](n, batch_size), "numpy": code["numpy_epoch"](n, batch_size)}
     if num_workers:
@@ -74,7 +76,7 @@ def slide_loops(
     found["dataloader_nw0"] = code["loader_epoch"](code["slide_dataloader"](n, batch_size, 0))
     getitems = DataLoader(BatchRowDataset(x), batch_size=batch_size, shuffle=True, collate_fn=collate_batch)
     found["dataloader_getitems"] = measure.drain(getitems)
-    found["slide_fast_dataloader"] = measure.drain(code["FastDataloader"](x, batch_size))
+    found["slide_fast_dataloader"] = measure.drain(slide_code.FastDataloader(x, batch_size))
     found["helpers"] = measure.drain(BatchLoader(x, batch_size, shuffle=True, seed=0))
     return found
 
@@ -164,16 +166,16 @@ def measure_loops(
     rounds: int,
     slow_rounds: int,
     pair_rounds: int,
+    slide: Mapping[str, Any],
     with_tf: bool = True,
-    slide: Mapping[str, Any] | None = None,
 ) -> tuple[BenchResult, dict[str, list[float]]]:
     """Time every loop of the slide and the extra ones over `num_samples` indices.
 
     `slide` gives the slide's code by name (`SLIDE`; notebook 01 passes its cells' objects, so an edit to a cell is
-    what is timed); the names left out come from `teach.slide_code`. Return the table and figures, and
+    what is timed; every name given). Return the table and figures, and
     {figure: per-round ratios} (for `measure.verdict`). Explained in notebooks/01_the_question.ipynb.
     """
-    found = slide_loops(num_samples, batch_size, num_workers, with_tf, slide)
+    found = slide_loops(num_samples, batch_size, num_workers, slide, with_tf)
     groups, batches = time_loops(found, rounds, slow_rounds, pair_rounds)
     knobs = {
         "samples": num_samples,

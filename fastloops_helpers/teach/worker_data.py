@@ -41,17 +41,12 @@ class StackedImages(Dataset):
 
 
 class BatchedStackedImages(StackedImages):
-    """The same, plus `__getitems__`: one gather per batch; pair it with `collate_fn=no_collate`."""
+    """The same, plus `__getitems__`: one gather per batch; pair it with `collate_fn=load.getitems.collate_batch`."""
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         index = torch.as_tensor(indices)
         # index_select, not images[index]: advanced indexing of uint8 was ~100x slower here (torch 2.13 CPU)
         return self.images.index_select(0, index), self.labels.index_select(0, index)
-
-
-def no_collate(batch: Any) -> Any:
-    """Return the batch as it is (for datasets whose `__getitems__` already returns a batch)."""
-    return batch
 
 
 def collate_drop_none(batch: list[Any]) -> Any:

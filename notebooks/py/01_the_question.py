@@ -6,7 +6,7 @@
 # | **Question** | Which is the fastest way to iterate over E epochs x N samples in batches of 300: pure Python, a PyTorch DataLoader with workers, tf.data, or numpy? |
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
-# | **Run time** | <!-- run-time --> workshop ~43 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops
 # do nothing with the batches: only the *loop* is timed (shuffle, cut into batches, hand each batch over).
@@ -76,12 +76,10 @@ print(f"{num_samples:,} samples, batch {batch_size}, {num_samples // batch_size:
 #
 # Each loop is written as a function that makes *one epoch* and returns how many batches it handed over, so that
 # the harness can time epochs. The code is the slide's, and the measurement below receives these cells' functions:
-# edit one, and the edit is what gets timed. The package keeps the same code in `fastloops_helpers.teach.slide_code`
-# (`#@save`; a test checks that cell and package agree) for the benchmark. Pure Python: `random.sample` shuffles a
-# list of ints, then slices of it are the batches.
+# edit one, and the edit is what gets timed. These cells are the loops' only home: the benchmark (`bench loops`)
+# executes this notebook. Pure Python: `random.sample` shuffles a list of ints, then slices of it are the batches.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_code
 def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
     """Return one epoch of the slide's pure-Python loop (`random.sample` of a list, then slices); it counts batches."""
     dataset = list(range(n))
@@ -101,7 +99,6 @@ def python_epoch(n: int, batch_size: int) -> Callable[[], int]:
 # persistent workers and [pinned memory](https://developer.nvidia.com/blog/how-optimize-data-transfers-cuda-cc/) (pinned only where CUDA exists here).
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_code
 def slide_dataloader(n: int, batch_size: int, num_workers: int) -> DataLoader:
     """Return the slide's DataLoader over `torch.arange(n)`; with workers, prefetch_factor=16 and persistent."""
     extra = dict(prefetch_factor=16, persistent_workers=True) if num_workers else {}
@@ -113,7 +110,6 @@ def slide_dataloader(n: int, batch_size: int, num_workers: int) -> DataLoader:
 # `prefetch(AUTOTUNE)`. TensorFlow is optional here (the `tf` extra); without it the loop is skipped.
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.slide_code
 def tf_data_pipeline(n: int, batch_size: int) -> Any:
     """Return the slide's tf.data pipeline (shuffle buffer of n, batch, prefetch), or None without TensorFlow."""
     try:
@@ -129,7 +125,6 @@ def tf_data_pipeline(n: int, batch_size: int) -> Any:
 # multiple of `batch_size`, as on the slide).
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.slide_code
 def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
     """Return one epoch of the slide's numpy loop (`permutation`, `reshape(-1, batch_size)`); it counts batches."""
     dataset, rng = np.arange(n), np.random.default_rng(seed)
@@ -197,10 +192,10 @@ show_code(BatchLoader.__iter__, BatchLoader._batches)
 # ## Measure every loop, tf.data included
 #
 # `loops.slide_loops` builds one epoch function of each loop from the code above, with this notebook's
-# `num_samples`, `batch_size` and `num_workers`. The slide's code comes in `slide` ({name: object}): this notebook
-# passes its cells' functions, the benchmark the package's `teach.slide_code`:
+# `num_samples`, `batch_size` and `num_workers`. The slide's code comes in `slide` ({name: object}), every name
+# required: this notebook passes its cells' functions, and the benchmark executes this notebook:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(loops.slide_loops)
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

@@ -6,7 +6,7 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: every way is timed onto `config.device()` (the GPU when torch sees one); the pinned-memory section runs only on a CUDA target and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~16 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~24 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
@@ -44,7 +44,6 @@ cuda_mb = 64                                # pinned-memory section's buffer: la
 # choosing, so that small leaves can show the fixed costs):
 
 # %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.slide_code
 def slide_xs(side: int = 224, seed: int = 0) -> dict[str, Any]:
     """Return the slide's nested `xs` (images of `side` x `side`), seeded."""
     g = torch.Generator().manual_seed(seed)
@@ -64,8 +63,7 @@ print({k: (tuple(v.shape) if torch.is_tensor(v) else type(v).__name__) for k, v 
 # tuples, which is what a DataLoader's default collate gives for `(image, label)` pairs. Here it is with both
 # fixed:
 
-# %% slideshow={"slide_type": "-"}
-#@save fastloops_helpers.teach.slide_code
+# %% slideshow={"slide_type": "subslide"}
 def slide_move_to(obj: Any, device: torch.device | str) -> Any:
     """Move tensors in dicts, lists and tuples to `device`: the slide's function, fixed."""
     if torch.is_tensor(obj):
@@ -77,6 +75,15 @@ def slide_move_to(obj: Any, device: torch.device | str) -> Any:
     if isinstance(obj, tuple):
         return tuple(slide_move_to(v, device) for v in obj)
     raise TypeError(f"slide_move_to cannot move a {type(obj).__name__}: only tensors, dicts, lists and tuples")
+
+
+# a tuple is walked too, and anything else is refused with what it was
+assert slide_move_to((torch.ones(1), [torch.ones(1)]), "meta")[1][0].is_meta
+try:
+    slide_move_to({"n": 3}, "cpu")
+    raise AssertionError("an int was let through")
+except TypeError as e:
+    assert "only tensors, dicts, lists and tuples" in str(e)
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

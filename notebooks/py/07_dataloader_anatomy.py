@@ -39,6 +39,7 @@ from fastloops_helpers.data import broken, jpeg_folder
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
 from fastloops_helpers.load import prefetch, process_prefetch
 from fastloops_helpers.load.collate import fast_collate
+from fastloops_helpers.load.getitems import collate_batch
 from fastloops_helpers.load.move import move_to
 from fastloops_helpers.load.process_prefetch import ProcessPrefetcher
 from fastloops_helpers.load.transforms import normalize
@@ -410,7 +411,7 @@ for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
 
 # %% slideshow={"slide_type": "subslide"}
 # the two datasets compared; a DataLoader with workers would run them in worker processes
-show_code(worker_data.StackedImages, worker_data.BatchedStackedImages, worker_data.no_collate)
+show_code(worker_data.StackedImages, worker_data.BatchedStackedImages, collate_batch)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 images = torch.stack([dataset[i][0] for i in range(len(dataset))])
@@ -425,7 +426,7 @@ print(f"batch of {batch_size}: {batch_size} calls {costs['calls'] * 1e6:.0f} µs
       f"{images[:batch_size].nbytes / 1e6:.2f} MB) {costs['collate'] * 1e6:.0f} µs, one __getitems__ {costs['getitems'] * 1e6:.0f} µs")
 get_rows = []
 for label, data, collate in [("__getitem__ + default_collate", worker_data.StackedImages(images, labels), None),
-                             ("__getitems__", worker_data.BatchedStackedImages(images, labels), worker_data.no_collate)]:
+                             ("__getitems__", worker_data.BatchedStackedImages(images, labels), collate_batch)]:
     loader = make_loader(data, 0, batch_size, collate_fn=collate)
     summary, tl = measure_loader(loader, step_ms=0)  # no step: the loader alone
     per_batch = tl.frame().query("stage in ['fetch', 'collate']").groupby("batch").seconds.sum().median()

@@ -18,6 +18,7 @@ from .data.store import serve
 from .doctor import Diagnosis, diagnose
 from .load.batch_loader import BatchLoader
 from .load.crop_window import ResizeCenterCrop
+from .load.device_decode import device_jpeg_loader
 from .load.getitems import BatchRowDataset, RowDataset
 from .load.move import PinnedRing, move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher
@@ -41,6 +42,7 @@ __all__ = [
     # loaders and datasets
     "BatchLoader",
     "ThreadLoader",
+    "device_jpeg_loader",
     "RowDataset",
     "BatchRowDataset",
     "ImageFolder",

@@ -40,6 +40,7 @@ TESTS = [
     "tests/test_prefetch.py",
     "tests/test_pinned_ring.py",
     "tests/test_steps.py",
+    "tests/test_device_decode.py",
     "tests/test_process_prefetch.py",
     "tests/test_diagnose.py",
     "tests/test_timeline.py",

@@ -2,6 +2,7 @@
 
 Each decoder takes the bytes of a JPEG file and returns an RGB uint8 array of shape (H, W, 3). Each factory
 (`_pillow`, ...) returns a named function, not a lambda, so that notebook 08's liveness check slows what it times.
+`batch_decoder` decodes a whole list where the step runs: nvJPEG on a CUDA device, Pillow standing in on a CPU.
 Explained in notebooks/08_read_and_decode.ipynb.
 """
 
@@ -12,10 +13,12 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 import numpy as np
+import torch
 
 from .. import measure
 
 Decoder = Callable[[bytes], np.ndarray]
+BatchDecoder = Callable[[Sequence[torch.Tensor]], list[torch.Tensor]]  # files' bytes -> (3, H, W) uint8 images
 
 
 def _pillow() -> Decoder:
@@ -84,6 +87,32 @@ def _torchvision() -> Decoder:
         return decode_jpeg(torch.frombuffer(bytearray(data), dtype=torch.uint8)).permute(1, 2, 0).numpy()
 
     return decode
+
+
+def batch_decoder(device: str | torch.device = "cpu") -> BatchDecoder:
+    """Return a function that decodes a list of JPEG files' bytes (1-D uint8 CPU tensors) into RGB (3, H, W) uint8
+    tensors on `device`.
+
+    On a CUDA device: torchvision's `decode_jpeg` on the whole list, one batched call into nvJPEG (its successor
+    is torchcodec). On a CPU: Pillow, image by image, the stand-in with the same contract.
+    """
+    device = torch.device(device)
+    if device.type == "cpu":
+        pillow = _pillow()
+
+        def decode_on_cpu(blobs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+            return [torch.from_numpy(np.array(pillow(b.numpy().tobytes()))).permute(2, 0, 1) for b in blobs]
+
+        return decode_on_cpu
+    try:
+        from torchvision.io import ImageReadMode, decode_jpeg
+    except Exception as exc:  # missing, or a wheel built for another torch
+        raise RuntimeError(f"decoding on {device} needs torchvision built for this torch (nvJPEG): {exc}") from exc
+
+    def decode_on_gpu(blobs: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        return decode_jpeg(list(blobs), mode=ImageReadMode.RGB, device=device)
+
+    return decode_on_gpu
 
 
 CANDIDATES = {

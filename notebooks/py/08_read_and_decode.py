@@ -5,14 +5,15 @@
 # |---|---|
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
-# | **GPU** | optional: TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
-# | **Run time** | <!-- run-time --> workshop ~31 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **GPU** | optional: nvJPEG's decode, TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
+# | **Run time** | <!-- run-time --> workshop ~56 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
 # check the seed's table of which numpy/torch conversions copy and which share memory.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,7 @@ quality = 90                                  # JPEG quality of the test images:
 sizes_px = (128, 512)                         # two image sizes: a thumbnail and an ImageNet-like photo
 scaling_px = (32, 64, 128, 256, 512)          # sizes for the decode-time model (fixed + per pixel)
 copy_mb = 64                                  # array size in the copy experiments: bigger, further past the caches
+gpu_batch_sizes = (1, 8, 32, 128)             # JPEGs per GPU decode call: more amortises the call's fixed cost
 
 # %% slideshow={"slide_type": "-"}
 figures, rows = {}, []
@@ -254,6 +256,97 @@ agree = pd.DataFrame(agree)
 within = bool((agree.mean_abs_diff < 1.0).all() and (agree.max_abs_diff <= 32).all())
 print("all decoders agree with Pillow within JPEG tolerance (mean < 1 level, max <= 32):", within)
 assert within, agree  # the decoders installed here differ by machine: the table is not compared
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# ### Decoding on the GPU: nvJPEG against every core
+#
+# On a GPU machine the decode can move to the GPU. torchvision's
+# [`decode_jpeg`](https://pytorch.org/vision/stable/generated/torchvision.io.decode_jpeg.html) takes a list of
+# files' bytes and `device="cuda"`, and decodes the whole list in one batched call into NVIDIA's nvJPEG (baseline
+# JPEGs on the GPU's hardware JPEG engines where it has them, other images one by one). torchvision 0.29
+# deprecates its decoders in favour of torchcodec, their successor; NVIDIA's
+# [nvImageCodec](https://docs.nvidia.com/cuda/nvimagecodec/) decodes a list the same way (`Decoder().decode`), and
+# DALI is left out here (its wheels are far larger than what a workshop machine should download).
+# `decoders.batch_decoder(device)` is the helpers' call: on a CPU, Pillow stands in behind the same contract.
+#
+# **Prediction**, with its arithmetic: the CPU side decodes at most cores x the best one-core rate of the table
+# above, every core decoding and nothing else running. The GPU beats the whole machine only where its rate is
+# above that product, and a longer list amortises each call's fixed cost (copying the bytes to the GPU, the
+# launches, the synchronisation), so its rate should grow with the batch until the engines are busy. We found no
+# published H100 or H200 JPEG rate: the cell prints the break-even first, then the measurement beside it.
+
+# %% slideshow={"slide_type": "subslide"}
+show_code(decoders.batch_decoder)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def nvimgcodec_decoder():
+    """Return nvImageCodec's batched decode (bytes tensors -> (H, W, 3) uint8 GPU tensors); raises if it cannot."""
+    from nvidia import nvimgcodec
+
+    decoder = nvimgcodec.Decoder()
+
+    def decode_with_nvimgcodec(blobs):
+        return [torch.as_tensor(img, device="cuda") for img in decoder.decode([b.numpy().tobytes() for b in blobs])]
+
+    return decode_with_nvimgcodec
+
+
+def gpu_decoders():
+    """Return ({way: batched GPU decode}, {way: why it is skipped}): torchvision's nvJPEG and nvImageCodec."""
+    if not torch.cuda.is_available():
+        return {}, {"torchvision nvJPEG": "no CUDA GPU here", "nvImageCodec": "no CUDA GPU here"}
+    found, skipped = {}, {}
+    for way, make in (("torchvision nvJPEG", lambda: decoders.batch_decoder("cuda")), ("nvImageCodec", nvimgcodec_decoder)):
+        try:
+            found[way] = make()
+        except Exception as exc:  # missing, or a library it loads is missing
+            skipped[way] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+    if "nvImageCodec" in skipped:
+        skipped["nvImageCodec"] += " (pip install 'nvidia-nvimgcodec-cu13[nvjpeg]')"
+    return found, skipped
+
+
+# %% slideshow={"slide_type": "subslide"}
+def gpu_decode_rows(found, blobs, batch_sizes, repeat=5):
+    """Time every GPU way over `blobs` in lists of each batch size, the passes interleaved and CUDA synchronised
+    after each; return a row per (way, batch) with its images/s (median pass) and its 95 % interval."""
+    tensors = [torch.frombuffer(bytearray(b), dtype=torch.uint8) for b in blobs]
+    passes = {(way, b): (lambda d=decode, b=b: [d(tensors[i:i + b]) for i in range(0, len(tensors), b)])
+              for way, decode in found.items() for b in batch_sizes}
+    seconds = measure.interleaved(passes, repeat=repeat, warmup=1, device="cuda", shuffle=True)
+    rows = []
+    for (way, b), s in seconds.items():
+        shortest, longest = measure.median_interval(s)  # seconds: the longest pass gives the lowest rate
+        rows.append({"way": way, "batch": b, "img_per_s": len(blobs) / measure.median(s),
+                     "ci_low": len(blobs) / longest, "ci_high": len(blobs) / shortest})
+    return rows
+
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+cores, best_cpu = os.cpu_count(), dec[512].idxmax()
+per_core = dec.loc[best_cpu, 512]  # the best decoder of section 2 at 512 px, on one core
+all_cores = cores * per_core
+print(f"prediction: the cores decode at most {cores} cores x {per_core:,.0f} img/s ({best_cpu}, 512 px) = "
+      f"{all_cores:,.0f} img/s; the GPU beats the whole machine above that rate")
+gpu_found, gpu_skipped = gpu_decoders()
+for way, why in gpu_skipped.items():
+    print(f"skipped {way}: {why}")
+gpu_dec = pd.DataFrame(gpu_decode_rows(gpu_found, decoders.encode_jpegs(2 * max(gpu_batch_sizes), 512, quality),
+                                       gpu_batch_sizes) if gpu_found else [],
+                       columns=["way", "batch", "img_per_s", "ci_low", "ci_high"])
+gpu_dec["x_one_core"] = gpu_dec.img_per_s / per_core
+gpu_dec["x_all_cores"] = gpu_dec.img_per_s / all_cores
+for r in gpu_dec.itertuples():
+    figures[f"gpu_decode_img_per_s_{r.way.split()[-1].lower()}_b{r.batch}"] = r.img_per_s
+if len(gpu_dec):
+    best = gpu_dec.loc[gpu_dec.img_per_s.idxmax()]
+    figures["gpu_decode_over_all_cores"] = best.img_per_s / all_cores
+    side = ("above" if best.ci_low > all_cores else "below" if best.ci_high < all_cores else "a tie with")
+    print(f"best GPU decode ({best.way}, batch {best.batch}): {best.img_per_s:,.0f} img/s (95 % interval "
+          f"{best.ci_low:,.0f} to {best.ci_high:,.0f}), {best.img_per_s / all_cores:.2f}x all cores: {side} the break-even")
+gpu_dec.round(2)
 
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -505,7 +598,8 @@ pd.DataFrame(gpu_rows + trt_rows).round(3)
 # A data set that fits in RAM is read from the page cache from its second epoch, at about memory speed; one
 # that does not is read at the disk's rate every epoch. The decoders installed here all use libjpeg-turbo and
 # agree on the pixels; their speeds differ by per-call overhead and colour handling, and a fixed cost per
-# image keeps small images from being as cheap as their pixel count suggests. `torch.from_numpy` and
+# image keeps small images from being as cheap as their pixel count suggests. On a GPU machine, nvJPEG decodes a
+# whole list in one call, and the table of section 2 says whether it beats every core at once. `torch.from_numpy` and
 # `.numpy()` share memory, `torch.tensor` and `np.array` copy (checked below against the seed's table), and a
 # copy into fresh memory also pays a page fault per page. TensorRT and PyCUDA need an NVIDIA GPU; on the CPU
 # the nearest step is inference mode plus `torch.compile`. This run's figures:

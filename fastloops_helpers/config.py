@@ -103,6 +103,10 @@ SIZES: dict[str, tuple[Any, Any, Any]] = {
     "threads.limit_images": (8, 64, 244),          # images timed on one thread for the physical limit
     "threads.gil_images": (8, 244, 244),           # images per GIL-share round (one thread, 2 threads, 2 processes)
     "threads.rounds": (6, 6, 12),                  # rounds of ThreadLoader, best DataLoader, SPDL, one thread (ratios)
+    "threads.sweep_s": (4, 20, 120),               # seconds notebook 14's sweep may take: sizes its epoch
+    # notebook 15's section 9: JPEGs into ResNet-50 (a stand-in on a CPU)
+    "jpeg.batch_size": (8, 16, 64),                # images per step: the folder holds 2 x cores + 1 batches
+    "jpeg.rounds": (3, 6, 6),                      # rounds of blocks per loader (6: the fewest that bound an interval)
     # notebook 16 (when the data no longer fits): shards streamed from a loopback store, benchmark `streaming`
     "stream.images": (320, 4_000, 40_000),         # ~40 KB synthetic JPEGs (10 classes), sharded in two layouts
     "stream.shards": (8, 64, 640),                 # shards per layout: ~2.5 MB each at workshop
@@ -126,6 +130,8 @@ GPU_SCALE = {
     **dict.fromkeys(("loops", "getitem", "gather", "shuffle", "imagefolder", "anatomy", "readdecode"), "smoke"),
     **dict.fromkeys(("threads", "stream", "ddp"), "smoke"),  # ddp: one GPU puts both ranks on the CPU (gloo)
     "cifar.wrn": "full",  # WRN-28-10, the seed's model
+    "jpeg": "full",  # ResNet-50's batch of 64 and 6 rounds
+    "threads.sweep_s": "workshop",  # 16 workers' 2 batches each fit it
     **dict.fromkeys(("cifar.epochs", "cifar.steps"), "smoke"),  # 6 rounds: the fewest that bound an interval
 }
 

@@ -6,7 +6,7 @@
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
 # | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
 # | **GPU** | not needed: everything here is CPU work |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~4.6 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # The DataLoader parallelises `__getitem__` over worker *processes*: each worker starts (fork, forkserver or
 # spawn), gets a copy of the dataset, and ships every batch back through shared memory. Threads avoid all three
@@ -43,6 +43,7 @@ from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.load import transforms as T
+from fastloops_helpers.load.device_decode import device_jpeg_loader
 from fastloops_helpers.measure import timeline
 from fastloops_helpers.measure.stats import HIGH, LOW
 
@@ -61,6 +62,7 @@ gil_images = config.size("threads.gil_images")      # images per GIL-share round
 step_ms = config.size("anatomy.step_ms")            # section 5's stand-in GPU step per batch (it sleeps: CPU is free)
 timeline_batches = 12                               # batches section 5 records per loader: more, longer timelines
 gil_n = 2                                           # section 1's threads and processes: the fewest that contend
+sweep_s = config.size("threads.sweep_s")            # seconds section 3's sweep may take: sizes its epoch
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 RESIZE, CROP = 256, 224                 # the shorter side after the resize, then the centre crop (ImageNet's)
@@ -326,6 +328,50 @@ _ = measure.predicted("one thread's decode + resize + crop rate", 200, 1000, one
 # threads and on processes. Each entry is a function that makes the loader, so each is built fresh before its
 # warm-up epoch; the memmap row is notebook 09's loader of pre-decoded images, the floor of the table.
 
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **How many images the sweep's epoch holds.** A DataLoader with w workers hands each worker whole batches: with
+# fewer than w batches an epoch, some workers never get one, and with one batch each it times their start-up, not
+# their rate. So the epoch holds at least 2 batches per worker of the largest count (`n_workers`, the cores). Above
+# that, the sweep is sized by time, not by a fixed count: each pipeline runs 1 + `epochs` epochs, the DataLoader
+# with w workers at about w times one thread's rate (one thread for w = 0), the `others` thread and process
+# pipelines at the cores' rate, and the device decode on one thread where no GPU decodes for it. At one thread's
+# seconds per image t, one image of the epoch costs the sweep
+#
+# t (1 + epochs) (1 + 1 + 1/2 + ... + 1/C + others / C + 1)
+#
+# and the epoch holds as many whole batches as `sweep_s` pays for. On C = 16 cores the floor alone is 2 x 16
+# batches; the asserts below check on 2 and on 16 cores, at the slow end of section 2's prediction (200 images
+# per second on one thread), that the floor fits the budgets of the defaults (`threads.sweep_s`).
+
+# %% slideshow={"slide_type": "subslide"}
+def sweep_cost(cores, s_per_image, epochs, others=4):
+    """Return the seconds one image of the sweep's epoch costs: every pipeline's 1 + `epochs` epochs, at its rate."""
+    dataloaders = 1 + sum(1 / w for w in range(1, cores + 1))  # 0 workers, then w workers at w times one thread
+    return s_per_image * (1 + epochs) * (dataloaders + others / cores + 1)  # + the device decode, on one thread
+
+
+def sweep_images(cores, batch_size, budget_s, s_per_image, epochs):
+    """Return the images of the sweep's epoch: the whole batches `budget_s` pays for, and at least 2 per worker."""
+    fits = int(budget_s / sweep_cost(cores, s_per_image, epochs)) // batch_size * batch_size
+    return max(fits, 2 * batch_size * cores)
+
+
+for c in (2, 16):  # this notebook's epochs and the smallest budget that runs on that many cores
+    for profile in ("smoke", "workshop") if c == 2 else ("gpu",):
+        b, budget, e = (config.size(k, profile) for k in ("threads.batch_size", "threads.sweep_s", "threads.epochs"))
+        n = sweep_images(c, b, budget, 1 / 200, e)
+        assert n >= 2 * b * c and n % b == 0, (c, profile, n)  # 2 batches per worker of the largest count
+        assert n * sweep_cost(c, 1 / 200, e) <= budget, (c, profile, n)  # within the budget
+assert sweep_images(16, 8, 0.0, 1 / 200, 1) == 256  # a budget of nothing still gets the floor: 2 x 8 x 16
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+n_sweep = sweep_images(cores, batch_size, sweep_s, 1 / one_thread, epochs)  # section 2's rate sizes it
+sweep_ds = ImageFolder(synthetic_imagefolder(train=n_sweep, val=2) / "train", transform=decode)
+print(f"sweep epoch: {n_sweep} images = {n_sweep // batch_size} batches of {batch_size}, "
+      f"{n_sweep / batch_size / n_workers:.1f} per worker at {n_workers} workers; predicted sweep "
+      f"{n_sweep * sweep_cost(cores, 1 / one_thread, epochs):.0f} s of the {sweep_s} s budget")
+
+
 # %% slideshow={"slide_type": "subslide"}
 def spdl_loader(ds, batch_size, threads):
     """Return an iterable whose each pass runs SPDL's thread pipeline over `ds` in order."""
@@ -370,6 +416,9 @@ def configurations(ds, batch_size, threads, workers):
         configs[f"DataLoader, {w} workers (fork)"] = partial(DataLoader, ds, batch_size, num_workers=w,
                                                              persistent_workers=w > 0)
     configs[f"ThreadLoader, {threads} threads"] = lambda: ThreadLoader(ds, batch_size, threads=threads)
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # bytes on threads, decoded where the step would run
+    configs[f"device decode ({device}), {workers} threads"] = partial(device_jpeg_loader, ds.root, batch_size, device,
+                                                                       threads=workers, shuffle=True)
     if has("spdl.pipeline"):
         configs[f"SPDL pipeline, {threads} threads"] = lambda: spdl_loader(ds, batch_size, threads)
     if has("torchdata.nodes"):
@@ -419,6 +468,8 @@ def timed_epoch(loader):
             images += len(x)
             if k == 2:  # a few batches in, every worker and thread is busy
                 pss = tree_pss_mb()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()  # a batch decoded on the GPU is done when its work has run
     return {"img_per_s": images / t.seconds, "cpu_s_per_img": (tree_cpu_s() - cpu0) / images,
             "pss_mb": pss if pss is not None else tree_pss_mb(), "first_batch_s": first.seconds}
 
@@ -444,7 +495,7 @@ def epoch_stats(make, epochs):
 
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-configs = configurations(ds, batch_size, n_threads, n_workers)
+configs = configurations(sweep_ds, batch_size, n_threads, n_workers)
 rows = [{"pipeline": name, **epoch_stats(make, epochs)}
         for name, make in measure.progress(configs.items(), desc="pipelines")]
 table = pd.DataFrame(rows).set_index("pipeline")
@@ -523,7 +574,7 @@ def round_ratios(rates, cores):
 
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-rates = head_to_head(configs, dl_best, ds, limit_images, rounds)
+rates = head_to_head(configs, dl_best, sweep_ds, limit_images, rounds)
 ratios = round_ratios(rates, cores)
 print(pd.DataFrame(rates).median().rename("median img/s over the rounds").round(1).to_string())
 targets = {t.figure: t for t in claims.TARGETS if t.benchmark == "bench-threads"}  # the registry's thresholds

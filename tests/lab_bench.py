@@ -44,6 +44,7 @@ HARNESS = {
     "measure.measure",
     "measure.per_call",
     "measure.drain",
+    "measure.steps.compare_steps",
     "timeline.record",
     "diagnose",
     "torch.set_num_threads",

@@ -5,8 +5,8 @@
 # |---|---|
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
-# | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does) and the Otto MLP trains on the CPU |
-# | **Run time** | <!-- run-time --> workshop ~1.4 min (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does), the Otto MLP trains on the CPU, and section 9's ResNet-50 and nvJPEG give way to a small stand-in model and Pillow |
+# | **Run time** | <!-- run-time --> workshop ~2.2 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -26,6 +26,7 @@
 import os
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import matplotlib.pyplot as plt
@@ -34,15 +35,17 @@ import pandas as pd
 import torch
 from torch.utils.data import DataLoader
 
-from fastloops_helpers import ThreadPrefetcher, config, measure
-from fastloops_helpers.book import claims
+from fastloops_helpers import CUDAPrefetcher, ThreadLoader, ThreadPrefetcher, config, measure
+from fastloops_helpers.book import bench, claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import memmap
 from fastloops_helpers.data import otto_csv as otto
-from fastloops_helpers.data.jpeg_folder import ImageFolder
+from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.experiments.training import train_step
+from fastloops_helpers.load import transforms as T
 from fastloops_helpers.load.batch_loader import BatchLoader
+from fastloops_helpers.load.device_decode import DecodeResizeCrop, device_jpeg_loader
 from fastloops_helpers.doctor import advice, diagnosis, timed_loop
 from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.models import MLP
@@ -62,6 +65,8 @@ batch_size = config.size("imagefolder.batch_size")  # images per batch in the im
 otto_rows = config.size("otto.rows")               # rows of the synthetic Otto table: more gives longer epochs
 otto_batch_size = config.size("otto.batch_size")   # rows per batch in the Otto loop (the seed's)
 main_threads = 1                                   # torch threads in the main process, as DataLoader sets in each worker
+jpeg_batch = config.size("jpeg.batch_size")        # section 9's images per ResNet-50 step: larger, a longer step to hide loading
+jpeg_rounds = config.size("jpeg.rounds")           # section 9's rounds of blocks per loader: more, a narrower interval
 torch.set_num_threads(main_threads)                # (more: collate's torch.stack splits over threads that fight the workers)
 
 # %% [markdown] slideshow={"slide_type": "slide"}
@@ -370,7 +375,7 @@ show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_siz
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6
@@ -455,11 +460,152 @@ print(mine)
 mine.advice()
 
 # %% [markdown] slideshow={"slide_type": "slide"}
+# ## 9. JPEGs into a ResNet-50: can the cores feed it, and can the GPU's decoder?
+#
+# The question a GPU machine asks next: decoding is the bottleneck, what now? Three loaders feed the same
+# training step, ResNet-50 in bfloat16 with channels-last memory on a GPU (on a CPU, a stand-in: one strided
+# convolution and a linear head, through the same code):
+# - `DataLoader, N workers`: ImageFolder's per-sample decode, resize and crop in N = cores worker processes;
+# - `ThreadLoader, 2N threads`: the same per-sample work on threads of this process (notebook 14), copied to
+#   the GPU through pinned buffers (`CUDAPrefetcher`);
+# - `device decode, N threads`: `device_jpeg_loader`, whose threads only read the files' bytes; its collate
+#   decodes the whole batch on the GPU with nvJPEG (`decoders.batch_decoder`; Pillow stands in on a CPU), then
+#   resizes and crops there.
+#
+# Every loader resizes the shorter side to 256 and crops the centre 224. The wait is timed as notebook 11 times
+# it (`measure.steps.compare_steps`): blocks of consecutive steps behind a fresh iterator, marked by CUDA events
+# on the stream on a GPU and by the host's clock on a CPU, taking turns in a new order every round.
+
+# %% slideshow={"slide_type": "subslide"}
+show_code(DecodeResizeCrop, device_jpeg_loader)
+
+
+# %% slideshow={"slide_type": "subslide"}
+def jpeg_model(device: torch.device) -> tuple[str, torch.nn.Module]:
+    """Return (name, model): torchvision's ResNet-50 on a GPU; on a CPU a stand-in of the same input and output."""
+    if device.type == "cuda":
+        from torchvision.models import resnet50
+
+        return "resnet50", resnet50(num_classes=2)
+    conv = torch.nn.Conv2d(3, 16, 7, stride=4)
+    return "stand_in", torch.nn.Sequential(conv, torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                           torch.nn.Linear(16, 2))
+
+
+def jpeg_step(device: torch.device) -> Callable[[torch.Tensor, torch.Tensor], None]:
+    """Return a training step on uint8 image batches: to `device`, normalise, channels-last, bf16 autocast, SGD."""
+    model = jpeg_model(device)[1].to(device, memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    mean = torch.tensor(T.IMAGENET_MEAN, device=device).view(1, 3, 1, 1) * 255
+    std = torch.tensor(T.IMAGENET_STD, device=device).view(1, 3, 1, 1) * 255
+
+    def step(images: torch.Tensor, labels: torch.Tensor) -> None:
+        x = ((images.to(device, non_blocking=True).float() - mean) / std).contiguous(memory_format=torch.channels_last)
+        with torch.autocast(device.type, dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(model(x), labels.to(device, non_blocking=True))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step
+
+
+# %% slideshow={"slide_type": "subslide"}
+def jpeg_loaders(folder: Path, batch: int, device: torch.device, cores: int) -> dict[str, Any]:
+    """Return the three loaders of this section over `folder`, each shuffling with seed 0."""
+    per_sample = ImageFolder(folder, transform=T.ValSampleTransform().precompute)  # decode, resize, crop: uint8
+    threads = ThreadLoader(per_sample, batch, threads=2 * cores, shuffle=True)
+    return {
+        f"DataLoader, {cores} workers": DataLoader(per_sample, batch, shuffle=True, num_workers=cores,
+                                                   pin_memory=device.type == "cuda"),
+        f"ThreadLoader, {2 * cores} threads": CUDAPrefetcher(threads, device) if device.type == "cuda" else threads,
+        f"device decode, {cores} threads": device_jpeg_loader(folder, batch, device, threads=cores, shuffle=True),
+    }
+
+
+def load_rate(loader: Any, device: torch.device, repeat: int) -> float:
+    """Return `loader`'s images/s alone, over whole epochs (median, after one warm-up), CUDA synchronised."""
+    counted = []
+    seconds = measure.measure(lambda: counted.append(sum(len(x) for x, _ in loader)), repeat=repeat, warmup=1,
+                              device=device)
+    return counted[-1] / measure.median(seconds)
+
+
+def predicted_wait(rate: float, step_s: float, batch: int, beside: bool = True) -> float:
+    """Predict the share of a step spent waiting for a loader of `rate` images/s alone.
+
+    A loader that works beside the step (workers, threads) hands over a batch every batch / rate s, so a batch
+    takes max(step_s, batch / rate). One whose work runs in series with the step (`beside=False`: the device
+    decode's collate, queued where the step runs) adds it: batch / rate + step_s.
+    """
+    load_s = batch / rate
+    return max(0.0, 1 - step_s / load_s) if beside else load_s / (load_s + step_s)
+
+
+assert predicted_wait(rate=100, step_s=0.5, batch=100) == 0.5  # loads in 1 s beside a 0.5 s step: waits half
+assert predicted_wait(rate=400, step_s=0.5, batch=100) == 0.0  # loads in 0.25 s: never waits
+assert predicted_wait(rate=400, step_s=0.75, batch=100, beside=False) == 0.25  # 0.25 s in series with 0.75 s
+
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# **Prediction**, with its arithmetic: a step of S seconds consumes B / S images per second. A loader that
+# produces R images per second alone, beside the step, hands over a batch every B / R seconds, so a batch takes
+# max(S, B / R) and the loop waits a share max(0, 1 - S R / B) of it. The device decode's collate runs in series
+# with the step instead (on a GPU its decode, resize and crop are queued on the step's stream), so its batch
+# takes B / R + S and it waits (B / R) / (B / R + S) at most: at most, because on a GPU the host's part of the
+# decode can run while the previous step still computes. S comes from the step on one cached batch (no loading
+# at all), R from each loader's epochs alone; both are measured first, and the prediction is printed before the
+# full steps run. On a CPU the loaders share the cores with the step, so the shares can come out above their
+# predictions: what the CPU run shows is that the code and the arithmetic run.
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+producers_max = cores  # the DataLoader's blocks take whole multiples of its workers: 2 x cores batches per block
+jpeg_folder = synthetic_imagefolder(train=(2 * producers_max + 1) * jpeg_batch, val=jpeg_batch) / "train"
+model_name = jpeg_model(device)[0]
+loaders = jpeg_loaders(jpeg_folder, jpeg_batch, device, cores)
+cached = next(iter(loaders[f"device decode, {cores} threads"]))  # one batch, where the step runs
+floor_blocks = measure.steps.compare_steps({"cached batch": [cached] * 8}, lambda: jpeg_step(device), jpeg_rounds,
+                                           measure.steps.Blocks(settle=2, timed=6), device)
+step_s = measure.median(floor_blocks.flat()["cached batch"])
+rates = {name: load_rate(loader, device, repeat=2) for name, loader in loaders.items()}
+in_series = {name: name.startswith("device") for name in loaders}  # the device decode's collate: before the step
+expect = {name: predicted_wait(r, step_s, jpeg_batch, not in_series[name]) for name, r in rates.items()}
+print(f"{model_name}: S = {step_s * 1e3:.1f} ms per batch of {jpeg_batch} on {device} -> the step consumes "
+      f"{jpeg_batch / step_s:,.0f} img/s")
+for name, r in rates.items():
+    load_ms = jpeg_batch / r * 1e3
+    formula = (f"{load_ms:.1f} / ({load_ms:.1f} + {step_s * 1e3:.1f})" if in_series[name]
+               else f"max(0, 1 - {step_s * 1e3:.1f} / {load_ms:.1f})")
+    print(f"{name}: R = {r:,.0f} img/s alone, B / R = {load_ms:.1f} ms -> predicted wait share {formula} = "
+          f"{expect[name]:.0%}")
+
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+JPEG_KIND = {"DataLoader": "dataloader", "ThreadLoader": "helpers_threads", "device": "helpers_device_decode"}
+jpeg_times = measure.steps.compare_steps(loaders, lambda: jpeg_step(device), jpeg_rounds,
+                                         measure.steps.Blocks(settle=1, timed=1), device, desc="JPEG blocks")
+jpeg_shares = jpeg_times.shares()
+for name, share in jpeg_shares.items():
+    low = 0.0 if in_series[name] else max(0.0, expect[name] - 0.1)  # in series: the prediction is a ceiling
+    _ = measure.predicted(f"{name}: wait share (prediction +10 points{'' if in_series[name] else ', -10'})", low,
+                          min(1.0, expect[name] + 0.1), share, fmt=".0%")
+    kind = JPEG_KIND[name.split()[0].rstrip(",")]
+    figures |= measure.interval_figures(f"jpeg_{kind}_{model_name}_wait_share", share)
+best = min((k for k in figures if k.startswith("jpeg_helpers_") and k.endswith(f"{model_name}_wait_share")),
+           key=figures.get)
+for suffix in ("", "_ci_low", "_ci_high"):  # the best helpers' pipeline, with its interval: the target's figure
+    figures[f"jpeg_helpers_best_{model_name}_wait_share{suffix}"] = figures[best + suffix]
+print(f"the helpers' best JPEG pipeline here: {best} = {figures[best]:.1%}")
+for line in bench.target_lines("diagnose", figures, str(device)):  # the wait's target needs a GPU
+    print(line)
+
+# %% [markdown] slideshow={"slide_type": "slide"}
 # ## Takeaway
 #
 # Measure before you tune: the share of wall time in `next(loader)` and the step's speed on cached batches tell
 # whether loading matters; the per-stage timeline tells where its time goes; the ranked knobs come from those
-# figures. The four loops of this notebook, from this run:
+# figures. For JPEGs into a big model (section 9), the wait share behind each loader comes from its load-only
+# rate and the step alone, predicted before the full steps run; where the GPU decodes, that work joins the
+# step's stream. The four loops of this notebook, from this run:
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 table = pd.DataFrame(rows).set_index("loop")

@@ -94,6 +94,7 @@ TARGETS: tuple[Target, ...] = (
     Target("bench-cifar", "cifar_helpers_wrn_28_10_wait_share", at_most=0.05, unit="", needs="gpu"),
     Target("bench-cifar", "cifar_helpers_wrn_16_2_hidden_pct", at_least=80, unit=" %", needs="gpu"),
     Target("bench-cifar", "cifar_helpers_wrn_28_10_step_over_ffcv", at_most=1.0, needs="gpu", parity=True),
+    Target("bench-diagnose", "jpeg_helpers_best_resnet50_wait_share", at_most=0.05, unit="", needs="gpu"),
     Target("bench-threads", "helpers_threads_over_limit", at_least=0.8),
     Target("bench-threads", "helpers_threads_over_dataloader_best", at_least=1.0),
     Target("bench-threads", "helpers_threads_over_spdl", at_least=1.0),

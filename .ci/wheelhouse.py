@@ -42,6 +42,7 @@ LEFT_OUT = {  # imported somewhere, yet not brought: what goes without them is s
     "tensorflow-cpu": "over 250 MB: notebook 01 skips its tf.data loop",
     "torch-tensorrt": "hundreds of MB, tied to one CUDA: notebook 08 skips it",
     "pycuda": "compiles against the CUDA toolkit on the machine: notebook 08 skips it",
+    "nvidia-nvimgcodec-cu13": "25 MB (and its nvJPEG extra) for one row of notebook 08, beside torchvision's: skipped",
     "jupytext": "the text twins (make twins) are written where the notebooks are edited",
     "pdoc": "the API reference (make site) is built where the notebooks are edited",
 }

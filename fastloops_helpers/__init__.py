@@ -11,6 +11,7 @@ Experimental (its interface may change in a minor version): the streaming pieces
 """
 
 from . import measure
+from .data.device_decode import device_jpeg_loader
 from .data.jpeg_folder import ImageFolder
 from .data.memmap import load_memmap, write_memmap
 from .data.shards import write_shards
@@ -18,7 +19,6 @@ from .data.store import serve
 from .doctor import Diagnosis, diagnose
 from .load.batch_loader import BatchLoader
 from .load.crop_window import ResizeCenterCrop
-from .load.device_decode import device_jpeg_loader
 from .load.getitems import BatchRowDataset, RowDataset
 from .load.move import PinnedRing, move_to
 from .load.prefetch import CUDAPrefetcher, ThreadPrefetcher

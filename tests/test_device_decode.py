@@ -14,9 +14,9 @@ import torch
 
 from fastloops_helpers import ThreadLoader
 from fastloops_helpers.data import decoders
+from fastloops_helpers.data.device_decode import DecodeResizeCrop, device_jpeg_loader, read_bytes
 from fastloops_helpers.data.jpeg_folder import ImageFolder, write_synthetic_imagefolder
 from fastloops_helpers.load import transforms as T
-from fastloops_helpers.load.device_decode import DecodeResizeCrop, device_jpeg_loader, read_bytes
 
 
 @pytest.fixture(scope="module")

@@ -27,7 +27,12 @@ wheelhouse = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(wheelhouse)
 
 # modules whose distribution is not installed on this machine, so metadata cannot name it
-NOT_HERE = {"torchvision": "torchvision", "pycuda": "pycuda", "torch_tensorrt": "torch-tensorrt"}
+NOT_HERE = {
+    "torchvision": "torchvision",
+    "pycuda": "pycuda",
+    "torch_tensorrt": "torch-tensorrt",
+    "nvidia": "nvidia-nvimgcodec-cu13",  # `from nvidia import nvimgcodec` (notebook 08)
+}
 # a module that several distributions provide: any one of them will do
 ALTERNATIVES = {"cv2": ("opencv-python", "opencv-python-headless")}
 

@@ -5,8 +5,8 @@
 # |---|---|
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
 # | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
-# | **GPU** | not needed: everything here is CPU work |
-# | **Run time** | <!-- run-time --> workshop ~4.6 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **GPU** | optional: where one is, the device-decode pipeline decodes its JPEGs on it (nvJPEG); everything else here is CPU work |
+# | **Run time** | <!-- run-time --> workshop ~2.8 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # The DataLoader parallelises `__getitem__` over worker *processes*: each worker starts (fork, forkserver or
 # spawn), gets a copy of the dataset, and ships every batch back through shared memory. Threads avoid all three
@@ -43,7 +43,7 @@ from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.load import transforms as T
-from fastloops_helpers.load.device_decode import device_jpeg_loader
+from fastloops_helpers.data.device_decode import device_jpeg_loader
 from fastloops_helpers.measure import timeline
 from fastloops_helpers.measure.stats import HIGH, LOW
 

@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does), the Otto MLP trains on the CPU, and section 9's ResNet-50 and nvJPEG give way to a small stand-in model and Pillow |
-# | **Run time** | <!-- run-time --> workshop ~2.2 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~2.0 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -45,7 +45,7 @@ from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.experiments.training import train_step
 from fastloops_helpers.load import transforms as T
 from fastloops_helpers.load.batch_loader import BatchLoader
-from fastloops_helpers.load.device_decode import DecodeResizeCrop, device_jpeg_loader
+from fastloops_helpers.data.device_decode import DecodeResizeCrop, device_jpeg_loader
 from fastloops_helpers.doctor import advice, diagnosis, timed_loop
 from fastloops_helpers.measure import plots, timeline
 from fastloops_helpers.models import MLP
@@ -375,7 +375,7 @@ show_code(otto.OttoRows.__getitem__)  # one sample: a row copy, called batch_siz
 # times 1024 samples per batch: a few milliseconds of loading, as long as or longer than the MLP's step on a
 # CPU. With no decoding, the cure is to fetch whole batches (notebooks 02 and 03).
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 otto_d = run_diagnose(otto_loop(device, otto_rows, otto_batch_size), batches, warmup, replay)
 rows.append(row("Otto MLP", otto_d))
 fetch_us = otto_d.figures.fetch_per_sample_s * 1e6

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data import decoders
-from ..data.jpeg_folder import ImageFolder
-from . import transforms
-from .thread_loader import ThreadLoader
+from ..load import transforms
+from ..load.thread_loader import ThreadLoader
+from . import decoders
+from .jpeg_folder import ImageFolder
 
 
 def read_bytes(path: str) -> torch.Tensor:

@@ -1,13 +1,12 @@
 """The rules that make a notebook a lab bench, read from its cells' syntax trees.
 
-- A cell that starts with `#@save fastloops_helpers.MODULE` (the cell is the source the lesson teaches, d2l's
-  one direction: cell to package) holds the same functions and classes as the package, docstrings and comments
-  aside. No other cell holds a copy of package code: a notebook renders it with `book.source.show_code`.
+- An object lives in one place: in its notebook's cell when only that notebook uses it, else in the package,
+  and no cell holds a copy of package code: a notebook renders it with `book.source.show_code`. No cell starts
+  with `#@save`: the package keeps no second copy of a cell.
 - The cell tagged `defaults` is the configuration: every name it assigns reaches a measuring call later.
 - Every exercise (a markdown cell after `## Exercises`) is followed by a solution cell that runs.
 
-tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains them. An edit to a `#@save`
-cell reaches the package by hand: the tie test fails until it has.
+tests/test_lab_bench.py applies them to every notebook; CONTRIBUTING.md explains them.
 """
 
 from __future__ import annotations
@@ -16,10 +15,7 @@ import ast
 import copy
 import functools
 import gc
-import importlib
-import inspect
 import re
-import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -28,7 +24,6 @@ import fastloops_helpers
 
 T = TypeVar("T")
 
-SAVED = re.compile(r"^\s*#@save\s+(fastloops_helpers[\w.]*)")
 COPY_MIN_STATEMENTS = 3  # shorter definitions (a one-line property) may coincide without being copies
 DEFAULTS, SOLUTION, UNCOMPARED = "defaults", "solution", "nbval-ignore-output"
 # Calls that measure: into these module families, or the harness functions named here.
@@ -71,11 +66,6 @@ def _parse(source: str) -> ast.Module:
     return _ast_safe(ast.parse, source)
 
 
-def _source_of(obj: Any) -> str:
-    """Return the source of a live object (`inspect.getsource` parses its whole module; see `_ast_safe`)."""
-    return _ast_safe(inspect.getsource, obj)
-
-
 def _ast_safe(parse: Callable[[Any], T], arg: Any) -> T:
     """Call `parse(arg)` with the garbage collector paused, and once more on CPython 3.11's spurious SystemError.
 
@@ -96,31 +86,6 @@ def _ast_safe(parse: Callable[[Any], T], arg: Any) -> T:
     finally:
         if enabled:
             gc.enable()
-
-
-def origin(source: str) -> str:
-    """Return the dotted package path a `#@save` cell names on its first line ("" for any other cell)."""
-    match = SAVED.match(source.splitlines()[0]) if source.strip() else None
-    return match.group(1) if match else ""
-
-
-def saved_cells(nb: Any) -> list[Any]:
-    """Return the `#@save` code cells: the notebook is the source, the package holds the same code."""
-    return [c for c in nb.cells if c.cell_type == "code" and origin(c.source)]
-
-
-def resolve(dotted: str) -> Any:
-    """Return the module, class or function a dotted path names (the longest importable module, then attributes)."""
-    parts = dotted.split(".")
-    for i in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:i]))
-        except ModuleNotFoundError:
-            continue
-        for attr in parts[i:]:
-            obj = getattr(obj, attr)
-        return obj
-    raise ModuleNotFoundError(f"nothing importable in {dotted!r}")
 
 
 def _strip(node: ast.AST) -> str:
@@ -146,23 +111,6 @@ def _definitions(source: str) -> list[ast.FunctionDef | ast.AsyncFunctionDef | a
 def defined_names(source: str) -> list[str]:
     """Return the names of the functions and classes a cell defines at its top level."""
     return [n.name for n in _definitions(source)]
-
-
-def mismatches(source: str) -> list[str]:
-    """Return what differs between a `#@save` cell's definitions and the package objects they mirror."""
-
-    where = origin(source)
-    home = resolve(where)
-    out = []
-    for node in _definitions(source):
-        target = getattr(home, node.name, None)
-        if target is None:
-            out.append(f"{node.name} is saved to {where} but {where} has no {node.name}")
-            continue
-        package = _definitions(textwrap.dedent(_source_of(target)))
-        if not package or _strip(package[0]) != _strip(node):
-            out.append(f"{node.name}: the cell and {where}.{node.name} differ (copy the cell's edit into the package)")
-    return out
 
 
 def knobs(source: str) -> list[str]:
@@ -360,11 +308,11 @@ def package_definitions() -> dict[str, str]:
 
 
 def copies(nb: Any) -> list[str]:
-    """Return the definitions in a notebook's cells (`#@save` cells aside) that copy package code."""
+    """Return the definitions in a notebook's cells that copy package code."""
     index = package_definitions()
     found = []
     for i, cell in enumerate(nb.cells):
-        if cell.cell_type != "code" or origin(cell.source):
+        if cell.cell_type != "code":
             continue
         for node in _all_definitions(_code(cell)):
             where = next((index[k] for k in _keys(node) if k in index), "")

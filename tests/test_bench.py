@@ -8,7 +8,7 @@ import nbformat
 import pytest
 import torch
 
-from fastloops_helpers import experiments as bench
+from fastloops_helpers import experiments
 from fastloops_helpers.book import as_script
 from fastloops_helpers.book import bench as bench_cli
 from fastloops_helpers.book.bench import benchmarks
@@ -155,7 +155,7 @@ def test_experiments_do_not_import_each_other(name):
     import ast
     from pathlib import Path
 
-    for path in [Path(bench.__file__).parent / f"{name}.py"]:
+    for path in [Path(experiments.__file__).parent / f"{name}.py"]:
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module:
@@ -217,7 +217,7 @@ def test_no_experiment_reads_the_sizes_table():
 
     readers = [
         f"{path.stem}.{fn.name}"
-        for path in Path(bench.__file__).parent.glob("*.py")
+        for path in Path(experiments.__file__).parent.glob("*.py")
         for fn in ast.walk(ast.parse(path.read_text()))
         if isinstance(fn, ast.FunctionDef)
         and any(

@@ -27,7 +27,7 @@ def test_a_cell_is_slowed_at_each_call_and_each_yield():
     assert slowed.splitlines()[0] == "%timeit list(f(3))"  # magics kept as they were
     assert slowed.count("stall(_liveness_t, 0.05)") == 3  # f's finally, f's yield, g's finally
     scope: dict = {"_liveness_now": slowdown.now, "_liveness_stall": slowdown.stall}
-    exec(slowdown._parseable(slowed), scope)
+    exec(slowdown.parseable(slowed), scope)
     f = scope["f"].__func__
     start = time.perf_counter()
     assert list(f(2)) == [0, 1]  # the same results, later: two yields and the end, 0.05 s each at least

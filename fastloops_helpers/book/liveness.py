@@ -29,7 +29,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..measure.slowdown import IMPORT, INHERIT, SLEEP_S, _parseable, slowed_source
+from ..measure.slowdown import IMPORT, INHERIT, SLEEP_S, parseable, slowed_source
 
 FACTOR = 1.5  # a duration must grow, a rate shrink, at least this much
 DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
@@ -57,7 +57,7 @@ def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
 
 def _shown_objects(source: str) -> str:
     """Return the arguments of every `show_code(...)` call in a cell, joined for one `slow(...)` call."""
-    calls = [n for n in ast.walk(ast.parse(_parseable(source))) if isinstance(n, ast.Call)]
+    calls = [n for n in ast.walk(ast.parse(parseable(source))) if isinstance(n, ast.Call)]
     return ", ".join(ast.unparse(a) for c in calls if ast.unparse(c.func).endswith(SHOW) for a in c.args)
 
 

@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader
 from ..measure import measure, median, p95, processes, timeline
 from ..tree import tensors
 from . import advice, timed_loop
+from .plot import draw
 from .timed_loop import Run, batch_size
 
 BUSY = "inconclusive: the machine was busy"
@@ -110,9 +111,7 @@ class Diagnosis:
 
     def plot(self, title: str = "", until: float | None = None) -> Figure:
         """Draw the recorded timeline (one lane per worker and stage) above the per-batch time bars."""
-        from .plot import draw  # matplotlib layout kept apart from the measurement
-
-        return draw(self, title, until)
+        return draw(self, title, until)  # matplotlib layout kept apart from the measurement
 
 
 def diagnose(

@@ -1,11 +1,14 @@
 """Draw a Diagnosis: the recorded timeline above bars of where each batch's time went.
 
+`diagnosis` imports this module, never the other way round: `d` is a `Diagnosis`, typed `Any` here so that the
+two modules form no import circle.
+
 Explained in notebooks/15_is_my_loop_input_bound.ipynb.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import matplotlib.pyplot as plt
 import pandas as pd
@@ -14,11 +17,8 @@ from matplotlib.figure import Figure
 
 from ..measure.timeline import STAGE_COLORS
 
-if TYPE_CHECKING:
-    from .diagnosis import Diagnosis
 
-
-def draw(d: Diagnosis, title: str = "", until: float | None = None) -> Figure:
+def draw(d: Any, title: str = "", until: float | None = None) -> Figure:
     """Return a figure: the timeline's lanes (up to `until` seconds) and per-batch time, live vs step alone."""
     df = d.timeline.frame()
     lanes = _lanes(df)
@@ -56,7 +56,7 @@ def _gantt(ax: Axes, df: pd.DataFrame, lanes: list[str], window_start: float) ->
     ax.grid(True, axis="x", alpha=0.3)
 
 
-def _bars(ax: Axes, d: Diagnosis) -> None:
+def _bars(ax: Axes, d: Any) -> None:
     per_batch = 1e3 / d.samples_per_s * (d.samples / d.batches)  # ms per batch, live
     parts = {"wait": d.wait_share, "copy": d.copy_share, "step": d.step_share}
     left = 0.0

@@ -1,8 +1,8 @@
 """Memory copy bandwidth (GB/s, read + write) from cache-sized to RAM-sized buffers.
 
-Explained in notebooks/00_setup.ipynb, whose `#@save` cell is the source of `torch_copy` and `numpy_copy` (the
-copies timed) and passes them to `compare`; notebooks 04, 05, 06 and 08 set their predictions against
-`copy_bandwidth`, which times the package's.
+Explained in notebooks/00_setup.ipynb, which renders `torch_copy` and `numpy_copy` (the copies timed) and
+passes them to `compare`; notebooks 04, 05, 06 and 08 set their predictions against `copy_bandwidth`, which
+times the same two.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def copier(
 ) -> tuple[int, Callable[[], object]]:
     """Return (bytes moved per call, fn) where fn copies an `nbytes` float32 buffer of `library` into another once.
 
-    `copy(src, dst)` does the copy (default: the package's `COPIES[library]`; notebook 00 passes its cell's).
+    `copy(src, dst)` does the copy (default: `COPIES[library]`; a student may pass their own).
     """
     n = max(nbytes // 4, 1)
     src: Any
@@ -83,7 +83,7 @@ def compare(
 ) -> BenchResult:
     """Measure torch and numpy copies at each size; figures: the best rate at the smallest and largest size.
 
-    `copies` gives {library: copy function} (notebook 00 passes its cell's; default: the package's `COPIES`).
+    `copies` gives {library: copy function} (default: `COPIES`; notebook 00 passes them by name).
     """
     libraries = tuple(copies) if copies else LIBRARIES
     rows: list[dict[str, Any]] = [

@@ -38,7 +38,7 @@ class BatchLoader(Sampled):
         Rows per batch (>= 1).
     shuffle:
         False (in order), True (a uniform random permutation per epoch) or "grouped" (the quasi-random
-        permutation of ``samplers.grouped_permutation``, cheaper for very large data).
+        permutation of ``order.grouped_permutation``, cheaper for very large data).
     drop_last:
         Drop the last incomplete batch; with ``world_size > 1`` also drop the tail that does not divide
         evenly among ranks (otherwise it is padded by repeating indices, as DistributedSampler does).

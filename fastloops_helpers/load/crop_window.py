@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from .transforms import _check_image
+from .transforms import check_image
 
 
 class ResizeCenterCrop:
@@ -49,7 +49,7 @@ class ResizeCenterCrop:
 
     def __call__(self, x: Tensor) -> Tensor:
         """Return the resized, center-cropped batch (N, C, crop, crop), or image (C, crop, crop), of x's dtype."""
-        _check_image(x)
+        check_image(x)
         window = (x if x.dim() == 4 else x[None])[..., self.start : self.stop, self.start : self.stop]
         kw = {"scale_factor": self.scale, "mode": "bilinear", "align_corners": False, "recompute_scale_factor": False}
         # mypy reads kw as dict[str, object]; an annotation would make this differ from notebook 11's cell

@@ -16,12 +16,12 @@ from typing import Any
 import torch
 from torch.utils.data import default_collate
 
-from .order import EpochOrder, Sampled, _mix
+from .order import EpochOrder, Sampled, mix
 
 
 def sample_generator(seed: int, epoch: int, index: int) -> torch.Generator:
     """Return a CPU generator whose state depends only on (seed, epoch, index)."""
-    return torch.Generator().manual_seed(_mix(_mix(seed, epoch), index))
+    return torch.Generator().manual_seed(mix(mix(seed, epoch), index))
 
 
 class ThreadLoader(Sampled):

@@ -24,7 +24,8 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 _NUMPY_OK = (torch.uint8, torch.float32, torch.float64)
 
 
-def _check_image(x: Tensor) -> None:
+def check_image(x: Tensor) -> None:
+    """Raise a ValueError naming the shape unless `x` is a (C, H, W) image or an (N, C, H, W) batch."""
     if x.dim() not in (3, 4):
         raise ValueError(f"expected a (C, H, W) image or an (N, C, H, W) batch, got shape {tuple(x.shape)}")
 
@@ -41,7 +42,7 @@ def normalize(
     One multiply-add per pixel (the tutorial's InvAffine with loc = 255 mean, scale = 255 std), so it also
     replaces ToTensor's division by 255. Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    _check_image(x)
+    check_image(x)
     if len(mean) != x.shape[-3] or len(std) != x.shape[-3]:
         raise ValueError(f"mean and std need one value per channel ({x.shape[-3]}), got {len(mean)} and {len(std)}")
     mul, add = _affine(mean, std, 255.0 if x.dtype == torch.uint8 else 1.0, dtype, x.device)
@@ -109,7 +110,7 @@ def crop(x: Tensor, tops: Tensor, lefts: Tensor, size: int, flips: Tensor | None
     windows into one output are several times faster than a gather (measured in the notebook), and the
     offsets are still drawn in one call. Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    _check_image(x)
+    check_image(x)
     single = x.dim() == 3
     x = x.unsqueeze(0) if single else x
     flips = flips if flips is not None else torch.zeros(len(x), dtype=torch.bool)
@@ -144,7 +145,7 @@ def random_crop(x: Tensor, size: int, hflip_p: float = 0.0, generator: torch.Gen
 
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
-    _check_image(x)
+    check_image(x)
     n = 1 if x.dim() == 3 else x.shape[0]
     tops, lefts = crop_offsets(n, x.shape[-2], x.shape[-1], size, generator)
     flips = torch.rand(n, generator=generator) < hflip_p if hflip_p > 0 else None
@@ -153,7 +154,7 @@ def random_crop(x: Tensor, size: int, hflip_p: float = 0.0, generator: torch.Gen
 
 def random_hflip(x: Tensor, p: float = 0.5, generator: torch.Generator | None = None) -> Tensor:
     """Mirror each sample left-right with probability `p`, independently per sample."""
-    _check_image(x)
+    check_image(x)
     n = 1 if x.dim() == 3 else x.shape[0]
     flips = (torch.rand(n, generator=generator) < p).to(x.device)
     return torch.where(flips.view(-1, 1, 1, 1) if x.dim() == 4 else flips.view(1, 1, 1), x.flip(-1), x)
@@ -221,7 +222,7 @@ class CropFlipNormalize(nn.Module):
         self.num_threads, self.generator = num_threads, generator
 
     def forward(self, x: Tensor) -> Tensor:
-        _check_image(x)
+        check_image(x)
         if x.dim() == 3:
             return self.forward(x.unsqueeze(0))[0]
         n, _, h, w = x.shape
@@ -284,7 +285,7 @@ class OnImages(nn.Module):
 # ------------------------------------------------------------------------------- center crop and resize
 def center_crop(x: Tensor, size: int) -> Tensor:
     """Return the central `size` x `size` window (a view; rounding like torchvision's CenterCrop)."""
-    _check_image(x)
+    check_image(x)
     h, w = x.shape[-2:]
     if size > h or size > w:
         raise ValueError(f"crop size {size} is larger than the image ({h} x {w}): resize first")
@@ -294,7 +295,7 @@ def center_crop(x: Tensor, size: int) -> Tensor:
 
 def resize(x: Tensor, size: int | tuple[int, int]) -> Tensor:
     """Resize a batch (bilinear, antialiased): an int sets the shorter side, a pair sets (height, width)."""
-    _check_image(x)
+    check_image(x)
     h, w = x.shape[-2:]
     hw = _target_size(h, w, size)
     batch = x if x.dim() == 4 else x.unsqueeze(0)

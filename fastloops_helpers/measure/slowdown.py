@@ -40,7 +40,7 @@ def stall(start: float, seconds: float) -> None:
     time.sleep(max(seconds, (SLOWDOWN - 1) * (time.perf_counter() - start)))
 
 
-def _parseable(source: str) -> str:
+def parseable(source: str) -> str:
     """Return `source` with IPython magics and shell lines blanked, line numbers kept."""
     return "\n".join("#" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
 
@@ -95,7 +95,7 @@ def _docstring(stmt: ast.stmt) -> bool:
 
 def slowed_source(source: str, seconds: float = SLEEP_S) -> str:
     """Return a cell's source with every function (methods and nested ones too) slowed; other lines kept."""
-    tree = ast.parse(_parseable(source))
+    tree = ast.parse(parseable(source))
     lines = source.splitlines()
     for stmt in reversed(tree.body):
         if not any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) for n in ast.walk(stmt)):

@@ -1,10 +1,9 @@
 """The slides' own code that more than one notebook uses: the loop over a loader and the custom FastDataloader.
 
-Teaching replicas: the production version is `load.BatchLoader`. Each object's source is a `#@save` cell
-(`loader_epoch`: notebook 01, which notebook 03 renders; FastDataloader: notebook 03, which notebook 01 renders).
-The slide's four opening loops live in notebook 01's cells only (`bench loops` executes that notebook), and the
-slide's `move_to` and its nested `xs` in notebook 06's. Explained in notebooks/01_the_question.ipynb and
-03_custom_loader.ipynb.
+Teaching replicas: the production version is `load.batch_loader.BatchLoader`. Notebooks 01 and 03 render both with
+`show_code` and time these objects; the slide's four opening loops live in notebook 01's cells only (`bench loops`
+executes that notebook), and the slide's `move_to` and its nested `xs` in notebook 06's. Explained in
+notebooks/01_the_question.ipynb and 03_custom_loader.ipynb.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@
 # | **Question** | What hardware and software does this machine have, which optional parts of the course work here, and how big will the experiments be? |
 # | **Seeds** | all: every later figure is only meaningful next to the machine that produced it |
 # | **GPU** | optional: this notebook reports what it finds |
-# | **Run time** | <!-- run-time --> workshop ~59 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~34 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # Every measurement in this course is a property of a machine, not of a library. Before racing loaders we
 # write down what we race them on, check which optional pieces (GPU, [FFCV](https://ffcv.io), TensorFlow, libjpeg-turbo,
@@ -24,6 +24,7 @@ import torch
 from fastloops_helpers import config, measure
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth
+from fastloops_helpers.experiments.bandwidth import numpy_copy, torch_copy
 from fastloops_helpers.measure import capabilities, plots
 
 print(config.describe())
@@ -91,22 +92,12 @@ print(len(capabilities.CHECKS), "parts checked:", ", ".join(capabilities.CHECKS)
 # least 2x faster than one that must come from RAM.
 #
 # The copy being timed is one line per library, in the cell below: torch's `dst.copy_(src)` (split over
-# `threads` intra-op threads when the buffer is large) and numpy's `np.copyto(dst, src)` (one thread). The
-# measurement receives these two functions, so an edit to the cell is what gets timed; the package keeps the same
-# code (`#@save`) for the later notebooks that time the copy again. Each copy reads the buffer and writes
-# another, so it moves twice the buffer's bytes.
+# `threads` intra-op threads when the buffer is large) and numpy's `np.copyto(dst, src)` (one thread). They live
+# in the package (`experiments.bandwidth`), because later notebooks time the copy again; the cell renders the
+# code that runs. Each copy reads the buffer and writes another, so it moves twice the buffer's bytes.
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.experiments.bandwidth
-def torch_copy(src: torch.Tensor, dst: torch.Tensor) -> None:
-    """Copy `src` into `dst` once: torch splits a large copy over its intra-op threads."""
-    dst.copy_(src)
-
-
-def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
-    """Copy `src` into `dst` once: numpy copies on one thread."""
-    np.copyto(dst, src)
-
+show_code(torch_copy, numpy_copy)
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # A small buffer copies in microseconds, shorter than a clock read is precise, so each timed round runs many
@@ -117,7 +108,7 @@ def numpy_copy(src: np.ndarray, dst: np.ndarray) -> None:
 show_code(bandwidth.copier, bandwidth.copy_rates)
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-copies = {"torch": torch_copy, "numpy": numpy_copy}  # the cell above: what is timed
+copies = {"torch": torch_copy, "numpy": numpy_copy}  # the functions rendered above: what is timed
 bw = bandwidth.compare([cache_mb, middle_mb, copy_mb], repeat, threads, copies)
 bw.table().pivot(index="size_mb", columns="library", values="gb_per_s").round(1)
 

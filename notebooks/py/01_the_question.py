@@ -6,7 +6,7 @@
 # | **Question** | Which is the fastest way to iterate over E epochs x N samples in batches of 300: pure Python, a PyTorch DataLoader with workers, tf.data, or numpy? |
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
-# | **Run time** | <!-- run-time --> workshop ~2.1 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~3.2 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops
 # do nothing with the batches: only the *loop* is timed (shuffle, cut into batches, hand each batch over).
@@ -33,6 +33,7 @@ from fastloops_helpers.experiments import loops
 from fastloops_helpers.load.getitems import BatchRowDataset, GetItemsMixin, RowDataset, collate_batch
 from fastloops_helpers.measure import plots
 from fastloops_helpers.teach import slide_code
+from fastloops_helpers.teach.slide_code import loader_epoch
 
 print(config.describe())
 print(measure.hardware_line())
@@ -141,16 +142,7 @@ def numpy_epoch(n: int, batch_size: int, seed: int = 0) -> Callable[[], int]:
 # that loop, counting the batches, is a function too:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_code
-def loader_epoch(loader: Any) -> Callable[[], int]:
-    """Return one epoch of the slide's loop over a loader (`for batch in loader`); it counts batches."""
-
-    def epoch() -> int:
-        batches = 0
-        for _ in loader:
-            batches += 1
-        return batches
-    return epoch
+show_code(loader_epoch)  # in the package: notebook 03 times it too
 
 # %% slideshow={"slide_type": "-"}
 print("batches per epoch of 3,000 indices in batches of 300:", python_epoch(3000, 300)(), numpy_epoch(3000, 300)(),
@@ -175,7 +167,7 @@ print("one __getitems__ call per batch:", getitems_batch.tolist())
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # - **The slide's custom loader** (`slide_fast_dataloader`): one `randperm` per epoch, then `data[indices]` for
-#   each slice of it. Its cell is in notebook 03; here it is rendered from the package, whose class is timed:
+#   each slice of it. Notebook 03 explains it; here it is rendered from the package, whose class is timed:
 
 # %% slideshow={"slide_type": "-"}
 show_code(slide_code.FastDataloader)

@@ -6,7 +6,7 @@
 # | **Question** | Can a loader that indexes whole batches keep DataLoader's sampling semantics (every index once per epoch, batch sizes, drop_last, seeds, epochs, sharding) and still be much faster? |
 # | **Seeds** | 000/001, "Or A Custom DataLoader" |
 # | **GPU** | optional: with CUDA the last section also runs the loader on GPU-resident data |
-# | **Run time** | <!-- run-time --> workshop ~8.9 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still
@@ -25,7 +25,7 @@ from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import loops
 from fastloops_helpers.load.order import EpochOrder, epoch_order
 from fastloops_helpers.measure import plots
-from fastloops_helpers.teach.slide_code import loader_epoch
+from fastloops_helpers.teach.slide_code import FastDataloader, loader_epoch
 
 print(config.describe())
 print(measure.hardware_line())
@@ -41,32 +41,12 @@ slow_epochs = config.size("loops.worker_epochs")    # timed epochs of the per-sa
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The slide's loader, written out
 #
-# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. This cell
-# is the class's source, and the timing below uses it: edit the cell, and the edit is what gets timed. The package
-# keeps the same class as `fastloops_helpers.teach.slide_code.FastDataloader` (`#@save`; a test checks that the cell
-# and the package agree), which notebook 01 renders and `python -m fastloops_helpers.book.bench loops` times.
+# It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. The class
+# lives in the package (`fastloops_helpers.teach.slide_code.FastDataloader`), because notebook 01 and
+# `python -m fastloops_helpers.book.bench loops` time it too; the cell renders the code that runs.
 
-# %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.slide_code
-class FastDataloader:
-    """The slide's custom loader: one permutation per epoch, then `data[indices]` for each slice of it."""
-
-    def __init__(self, dataset, batch_size, shuffle=True):
-        self.data, self.batch_size, self.shuffle = dataset, batch_size, shuffle
-
-    def __iter__(self):
-        n = len(self.data)
-        self.order = torch.randperm(n) if self.shuffle else torch.arange(n)
-        self.cursor = 0
-        return self
-
-    def __next__(self):
-        if self.cursor >= len(self.data):
-            raise StopIteration
-        batch = self.order[self.cursor:self.cursor + self.batch_size]
-        self.cursor += self.batch_size
-        return self.data[batch]
-
+# %% slideshow={"slide_type": "-"}
+show_code(FastDataloader)
 
 fdl = FastDataloader(torch.arange(10), batch_size=4)
 print([len(b) for b in fdl], sorted(torch.cat(list(fdl)).tolist()) == list(range(10)))
@@ -200,7 +180,7 @@ for drop_last in (False, True):
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # Each epoch is drained: only the loop is timed, the batches are dropped. The two custom loaders run the code
 # above. DataLoader's code is torch's; what this notebook shows of its epoch is the slide's loop over it,
-# `loader_epoch` (its cell is in notebook 01):
+# `loader_epoch` (notebook 01 explains it):
 
 # %% slideshow={"slide_type": "-"}
 show_code(loader_epoch)

@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~2.4 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~6.8 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -34,6 +34,7 @@ from fastloops_helpers.experiments import bandwidth
 # VARIANTS: the inner shuffles grouped_permutation reuses (16); _check: the argument check the orders share
 from fastloops_helpers.load.order import VARIANTS, _check, _fill_groups, grouped_permutation
 from fastloops_helpers.measure import plots
+from fastloops_helpers.teach.quasi_random import batch_class_entropy
 
 print(config.describe())
 print(measure.hardware_line())
@@ -252,26 +253,7 @@ _ = measure.predicted("grouped_permutation, x the bandwidth floor", 1.5, 3, grou
 # per batch:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.teach.quasi_random
-def batch_class_entropy(labels: np.ndarray | torch.Tensor, order: np.ndarray | torch.Tensor,
-                        batch_size: int, num_classes: int | None = None) -> float:
-    """Return the mean entropy (bits) of the class mix of the full batches that `order` makes."""
-    labels = np.asarray(labels)
-    order = np.asarray(order)
-    if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    num_batches = len(order) // batch_size
-    if num_batches == 0:
-        raise ValueError(f"order has {len(order)} items, fewer than one batch of {batch_size}")
-    num_classes = int(labels.max()) + 1 if num_classes is None else num_classes
-    batched = labels[order[:num_batches * batch_size]].reshape(num_batches, batch_size)
-    offsets = (np.arange(num_batches) * num_classes)[:, None]
-    counts = np.bincount((batched + offsets).ravel(), minlength=num_batches * num_classes)
-    p = counts.reshape(num_batches, num_classes) / batch_size
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log2(p), 0.0).sum(axis=1)
-    return float(h.mean())
-
+show_code(batch_class_entropy)  # in the package: notebook 16 measures its shuffle buffers with it
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **Prediction:** a batch of 100 holds about k = 100 / g groups, each from one class (a class here holds N / 10

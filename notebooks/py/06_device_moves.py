@@ -6,7 +6,7 @@
 # | **Question** | How do you move a dict of lists/tuples/dicts of tensors to a device, which way is correct and which is fastest, and when do pinned memory and `non_blocking` help? |
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: every way is timed onto `config.device()` (the GPU when torch sees one); the pinned-memory section runs only on a CUDA target and says so otherwise |
-# | **Run time** | <!-- run-time --> workshop ~24 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~45 s (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every
@@ -27,6 +27,7 @@ from fastloops_helpers import config, measure, tree
 from fastloops_helpers.book import claims
 from fastloops_helpers.book.source import show_code
 from fastloops_helpers.experiments import bandwidth
+from fastloops_helpers.load.move import move_to
 from fastloops_helpers.measure import plots
 
 print(config.describe())
@@ -141,36 +142,16 @@ print(check_moved(xs, moved, "meta"))
 # meets and hands the walk to `tree.map_leaves`:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.load.move
-from fastloops_helpers.tree import is_tensor_collection, map_leaves
+show_code(move_to)
 
-Tensor = torch.Tensor
-
-
-def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) -> Any:
-    """Return a copy of `obj` with every tensor moved to `device`, keeping the containers' types."""
-    device = torch.device(device)
-
-    def move(leaf: Any) -> Any:
-        if type(leaf) is Tensor:  # the keyword costs argument parsing on every leaf: pass it only when set
-            return leaf.to(device, non_blocking=True) if non_blocking else leaf.to(device)
-        if isinstance(leaf, Tensor) or is_tensor_collection(leaf):  # subclasses, e.g. nn.Parameter
-            return leaf.to(device, non_blocking=non_blocking)
-        return leaf
-    try:
-        return map_leaves(move, obj)
-    except TypeError as exc:
-        raise TypeError(f"move_to: {exc}") from None
-
-
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # The walker checks exact types first (a plain dict, list, tuple or tensor, which is all the slide's `xs` holds),
 # and only then the slower `isinstance` tests for namedtuples, other mappings, dataclasses and TensorDicts:
 
-# %% slideshow={"slide_type": "-"}
+# %% slideshow={"slide_type": "subslide"}
 show_code(tree._map)  # the walker inside map_leaves, which move_to, the loaders and the prefetchers share
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # So `move_to` handles dicts and other mappings, lists, tuples, namedtuples, dataclasses (frozen too),
 # TensorDicts and tensorclasses, passes other leaves through, and names the path of what it cannot move:
 

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~4.5 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~8.8 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -39,6 +39,7 @@ from fastloops_helpers.book.source import show_code
 from fastloops_helpers.data import cifar10, ffcv_io, memmap
 from fastloops_helpers.experiments import training
 from fastloops_helpers.load import crop_window, transforms
+from fastloops_helpers.load.crop_window import ResizeCenterCrop
 from fastloops_helpers.load.move import PinnedRing
 from fastloops_helpers.measure import plots
 from fastloops_helpers.measure.steps import Blocks, StepTimes, compare_steps, producers
@@ -186,58 +187,13 @@ show_code(cifar10.PillowResizeCrop, cifar10.ImageDataset.__getitem__)
 # kept outputs read, resizes that window for the whole batch in one call (torch's uint8 bilinear kernel on a
 # CPU, which reads channels-last), and keeps the central `crop` x `crop`. The window must start where the input
 # and output grids line up (every `side / gcd(side, resize)` input pixels), or the resized window would
-# sample other positions than the full resize: `_window_start` finds that point. This cell is the class the
-# helpers' loader below uses (the package holds the same code).
+# sample other positions than the full resize: `_window_start` finds that point. The helpers' loader below uses
+# the package's class, rendered here:
 
 # %% slideshow={"slide_type": "subslide"}
-#@save fastloops_helpers.load.crop_window
-def _check_image(x: Tensor) -> None:
-    if x.dim() not in (3, 4):
-        raise ValueError(f"expected a (C, H, W) image or an (N, C, H, W) batch, got shape {tuple(x.shape)}")
+show_code(ResizeCenterCrop)
 
-
-class ResizeCenterCrop:
-    """Resize a batch (bilinear) and cut its centre, resizing only the input window that the crop reads.
-
-    Equals bilinear resize-then-crop (align_corners=False) up to rounding. The result is a channels-last view
-    (strides N, 1, W·C, C, like FFCV's batches) into the resized window.
-    """
-
-    def __init__(self, side: int = 32, resize: int = 48, crop: int = 32) -> None:
-        if not 0 < crop <= resize or side < 1:
-            raise ValueError(f"need side >= 1 and 0 < crop <= resize, got side={side}, resize={resize}, crop={crop}")
-        self.scale = resize / side
-        top = int(round((resize - crop) / 2.0))
-        self.start, first = self._window_start(side, resize, top)
-        last = (top + crop - 0.5) / self.scale - 0.5  # source position of the last output kept
-        self.stop = min(side, math.floor(last) + 2)
-        if math.floor((self.stop - self.start) * self.scale) < top + crop - first:  # shrinking: resize it all
-            self.start, first, self.stop = 0, 0, side
-        self.keep = slice(top - first, top - first + crop)
-
-    def _window_start(self, side: int, resize: int, top: int) -> tuple[int, int]:
-        """Return (first input pixel, first output) of the window: grids aligned, no clamping inside the crop."""
-        g = math.gcd(side, resize)
-        k = top // (resize // g)
-        while k > 0 and (top - k * resize // g + 0.5) / self.scale < 0.5:
-            k -= 1
-        return k * side // g, k * resize // g
-
-    def __call__(self, x: Tensor) -> Tensor:
-        """Return the resized, center-cropped batch (N, C, crop, crop), or image (C, crop, crop), of x's dtype."""
-        _check_image(x)
-        window = (x if x.dim() == 4 else x[None])[..., self.start:self.stop, self.start:self.stop]
-        kw = {"scale_factor": self.scale, "mode": "bilinear", "align_corners": False, "recompute_scale_factor": False}
-        if x.dtype == torch.uint8 and x.device.type == "cpu":
-            out = F.interpolate(window.contiguous(memory_format=torch.channels_last), **kw)
-        else:  # GPUs have no uint8 bilinear kernel: compute in float
-            out = F.interpolate(window.float(), **kw)
-            out = out.round_().clamp_(0, 255).to(x.dtype) if x.dtype == torch.uint8 else out.to(x.dtype)
-        out = out[..., self.keep, self.keep]
-        return out if x.dim() == 4 else out[0]
-
-
-# %% slideshow={"slide_type": "subslide"}
+# %% slideshow={"slide_type": "-"}
 resize_crop = ResizeCenterCrop(images.shape[1], resize, crop)
 print(f"input rows and columns resized: {resize_crop.start}..{resize_crop.stop - 1} "
       f"({resize_crop.stop - resize_crop.start} of {images.shape[1]}), kept outputs: {resize_crop.keep}")
@@ -374,7 +330,7 @@ print("mean |batched - Pillow| below 2 grey levels:", bool((batched - per_sample
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 loaders = make_loaders(data, batch_size, device, resize, crop, seed=seed, num_workers=num_workers,
-                       resize_crop=resize_crop)  # the cell's ResizeCenterCrop
+                       resize_crop=resize_crop)  # the package's ResizeCenterCrop
 for name, loader in loaders.items():
     xb, yb = next(iter(loader))
     print(f"{name:>19}: x {tuple(xb.shape)} {xb.dtype}, y {tuple(yb.shape)} {yb.dtype}")

@@ -47,7 +47,7 @@ from .claim import (
     TIE,
     Claim,
     Target,
-    _bounds,
+    bounds,
     how_measured,
     saved_interval,
     value_of,
@@ -199,7 +199,7 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
     if c.at_least is None and c.at_most is None:
         return REPRODUCED if holds(name, v) else NOT_REPRODUCED
     low, high = _interval(c, measured) or (v, v)  # a single run decides by its value alone: never a tie
-    return {"met": REPRODUCED, "missed": NOT_REPRODUCED}.get(decide(low, high, *_bounds(c)), TIE)
+    return {"met": REPRODUCED, "missed": NOT_REPRODUCED}.get(decide(low, high, *bounds(c)), TIE)
 
 
 def quote(name: str) -> str:

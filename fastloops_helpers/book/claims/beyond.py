@@ -18,12 +18,11 @@ from .claim import (
     TORCH_THREADS_SOURCE,
     WDS_SHARDING_SOURCE,
     Claim,
-    _c,
 )
 
 ROWS: tuple[Claim, ...] = (
     # 14: threads vs processes
-    _c(
+    Claim(
         "spdl_imagenet_faster_pct",
         SPDL,
         "SPDL's thread pipeline iterates ImageNet faster than the DataLoader",
@@ -33,7 +32,7 @@ ROWS: tuple[Claim, ...] = (
         unit=" %",
         source=SPDL_SOURCE,
     ),
-    _c(
+    Claim(
         "spdl_cpu_saving_pct",
         SPDL,
         "... with less CPU",
@@ -43,7 +42,7 @@ ROWS: tuple[Claim, ...] = (
         unit=" %",
         source=SPDL_SOURCE,
     ),
-    _c(
+    Claim(
         "spdl_memory_saving_gb",
         SPDL,
         "... and less memory",
@@ -53,7 +52,7 @@ ROWS: tuple[Claim, ...] = (
         unit=" GB",
         source=SPDL_SOURCE,
     ),
-    _c(
+    Claim(
         "ft_thread_workers_disk",
         "PyTorch",
         "DataLoader thread workers with the GIL load images from disk slower "
@@ -63,7 +62,7 @@ ROWS: tuple[Claim, ...] = (
         needs="published",
         source=TORCH_THREADS_SOURCE,
     ),
-    _c(
+    Claim(
         "ft_thread_workers_memory",
         "PyTorch",
         "DataLoader thread workers use less memory than process workers (data in memory), at comparable throughput",
@@ -72,7 +71,7 @@ ROWS: tuple[Claim, ...] = (
         needs="published",
         source=TORCH_THREADS_SOURCE,
     ),
-    _c(
+    Claim(
         "ft_single_thread_penalty_pct",
         "CPython",
         "the free-threaded build runs single-threaded code slower",
@@ -83,14 +82,14 @@ ROWS: tuple[Claim, ...] = (
         source="Python 3.14 What's New, free-threaded CPython",
     ),
     # 15: diagnose
-    _c(
+    Claim(
         "diagnose_input_bound_found",
         "project",
         "diagnose calls the per-sample ImageFolder DataLoader input-bound",
         "",
         N15,
     ),
-    _c(
+    Claim(
         "diagnose_headspace_over_spdl_cache",
         "project",
         "diagnose's headspace agrees with SPDL's CacheDataLoader",
@@ -100,7 +99,7 @@ ROWS: tuple[Claim, ...] = (
         at_most=1.25,
     ),
     # 16: when the data no longer fits (streaming shards from a loopback store)
-    _c(
+    Claim(
         "stream_hf_webdataset_shard_gb",
         "Hugging Face",
         "WebDataset shards on the Hugging Face Hub are large tar files",
@@ -109,7 +108,7 @@ ROWS: tuple[Claim, ...] = (
         needs="published",
         source=HF_WDS_SOURCE,
     ),
-    _c(
+    Claim(
         "stream_wds_openimages_shards",
         "WebDataset",
         "WebDataset's sharding example streams OpenImages from object storage as large shards, mixed by a small buffer",
@@ -118,7 +117,7 @@ ROWS: tuple[Claim, ...] = (
         needs="published",
         source=WDS_SHARDING_SOURCE,
     ),
-    _c(
+    Claim(
         "stream_hf_shuffle_buffer_default",
         "Hugging Face",
         "`datasets` streaming shuffles the shard order and samples from a buffer",
@@ -127,28 +126,28 @@ ROWS: tuple[Claim, ...] = (
         needs="published",
         source=HF_SHUFFLE_SOURCE,
     ),
-    _c(
+    Claim(
         "stream_ranks_exactly_once",
         "project",
         "splitting whole shards over 2 ranks reads every sample exactly once per epoch",
         "",
         N16,
     ),
-    _c(
+    Claim(
         "stream_resume_parquet_exact",
         "project",
         "the Parquet stream resumed from its saved position gives the same remaining samples",
         "",
         N16,
     ),
-    _c(
+    Claim(
         "stream_bad_shards_named",
         "project",
         "a cut, missing or unreachable shard stops every reader with its URL, or is skipped and counted",
         "",
         N16,
     ),
-    _c(
+    Claim(
         "stream_entropy_small_buffer_over_full",
         "project",
         "a one-batch buffer leaves class-sorted shards poorly "
@@ -157,7 +156,7 @@ ROWS: tuple[Claim, ...] = (
         N16,
         at_most=0.7,
     ),
-    _c(
+    Claim(
         "stream_entropy_large_buffer_over_full",
         "project",
         "a buffer of many shards mixes class-sorted shards almost like a full shuffle",
@@ -165,7 +164,7 @@ ROWS: tuple[Claim, ...] = (
         N16,
         at_least=0.9,
     ),
-    _c(
+    Claim(
         "stream_best_over_memmap",
         "project",
         "the memmap of decoded pixels loads far faster than any stream that decodes",
@@ -173,7 +172,7 @@ ROWS: tuple[Claim, ...] = (
         N16,
         at_most=0.5,
     ),
-    _c(
+    Claim(
         "stream_wire_efficiency",
         "project",
         "the best reader uses most of the same-region bandwidth its connections get (decoding off)",
@@ -181,7 +180,7 @@ ROWS: tuple[Claim, ...] = (
         N16,
         at_least=0.8,
     ),
-    _c(
+    Claim(
         "stream_wire_efficiency_vs_profile",
         "project",
         "the best reader moves at least 0.8 of the same-region profile's bandwidth (rounds beside the store's ceiling)",
@@ -189,7 +188,7 @@ ROWS: tuple[Claim, ...] = (
         N16,
         at_least=0.8,
     ),
-    _c(
+    Claim(
         "stream_shuffle_buffer_cost",
         "project",
         "the large shuffle buffer costs little throughput (img/s without it over with it)",

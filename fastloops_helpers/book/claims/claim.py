@@ -48,10 +48,6 @@ class Claim:
         return "yes"
 
 
-def _c(name: str, seed: str, claim: str, seed_figure: str, notebook: str, **kw: Any) -> Claim:
-    return Claim(name, seed, claim, seed_figure, notebook, **kw)
-
-
 N00, N01, N02, N03, N04 = "00_setup", "01_the_question", "02_getitem_cost", "03_custom_loader", "04_fast_shuffle"
 N05, N06, N07, N08 = "05_fusion", "06_device_moves", "07_dataloader_anatomy", "08_read_and_decode"
 N09, N10, N11, N12 = "09_precompute_memmap", "10_ffcv_otto", "11_ffcv_cifar", "12_scaling_out"
@@ -99,7 +95,7 @@ class Target:
         if value is None or value != value:
             return "not run"
         low, high = saved_interval(figures, self.figure) or (value, value)
-        return decide(low, high, *_bounds(self))
+        return decide(low, high, *bounds(self))
 
 
 def saved_interval(figures: Mapping[str, Any], key: str) -> tuple[float, float] | None:
@@ -123,7 +119,7 @@ def value_of(figures: Mapping[str, Any], key: str) -> float | None:
     return values[0] / values[1] if len(values) == 2 else values[0]
 
 
-def _bounds(claim: Claim | Target) -> tuple[float, float]:
+def bounds(claim: Claim | Target) -> tuple[float, float]:
     """Return the span the claim's (or target's) figure must lie within: (-inf, at_most) for "at most"."""
     lo = claim.at_least if claim.at_least is not None else float("-inf")
     return lo, claim.at_most if claim.at_most is not None else float("inf")

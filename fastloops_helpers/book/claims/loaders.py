@@ -7,11 +7,11 @@ notebooks/13_conclusion.ipynb.
 
 from __future__ import annotations
 
-from .claim import N07, N08, N09, N10, N11, N12, Claim, _c
+from .claim import N07, N08, N09, N10, N11, N12, Claim
 
 ROWS: tuple[Claim, ...] = (
     # 07: DataLoader anatomy
-    _c(
+    Claim(
         "workers2_over_workers0",
         "002",
         "DataLoader workers hide per-sample JPEG decoding (2 workers vs 0)",
@@ -19,8 +19,10 @@ ROWS: tuple[Claim, ...] = (
         N07,
         at_least=1.3,
     ),
-    _c("workers2_parallelism", "002", "two workers load batches in parallel", "timeline diagrams", N07, at_least=1.2),
-    _c(
+    Claim(
+        "workers2_parallelism", "002", "two workers load batches in parallel", "timeline diagrams", N07, at_least=1.2
+    ),
+    Claim(
         "thread_prefetch_overlap_share",
         "002",
         "a prefetch thread loads while the step runs",
@@ -28,7 +30,7 @@ ROWS: tuple[Claim, ...] = (
         N07,
         at_least=0.5,
     ),
-    _c(
+    Claim(
         "list_copy_share_per_worker",
         "002",
         "under fork each worker copies a list of Python objects it reads",
@@ -36,7 +38,7 @@ ROWS: tuple[Claim, ...] = (
         N07,
         at_least=0.4,
     ),
-    _c(
+    Claim(
         "fast_collate_speedup",
         "002",
         "collating uint8 images and converting the whole batch once beats per-sample conversion + default_collate",
@@ -44,9 +46,9 @@ ROWS: tuple[Claim, ...] = (
         N07,
         at_least=1.3,
     ),
-    _c("broken_images_dropped", "002", "collate can drop broken images (only they are dropped)", "", N07),
-    _c("seed_worker_fixes_rng", "002", "a dataset-owned RNG repeats across workers; seed_worker fixes it", "", N07),
-    _c(
+    Claim("broken_images_dropped", "002", "collate can drop broken images (only they are dropped)", "", N07),
+    Claim("seed_worker_fixes_rng", "002", "a dataset-owned RNG repeats across workers; seed_worker fixes it", "", N07),
+    Claim(
         "process_prefetcher_speedup",
         "002",
         "one loader process sacrificed into a prefetcher process hides loading behind the step",
@@ -56,7 +58,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=1.2,
     ),
     # 08: read and decode
-    _c(
+    Claim(
         "cached_over_cold",
         "002",
         "storage speed matters: the page cache reads faster than a cold read",
@@ -64,17 +66,17 @@ ROWS: tuple[Claim, ...] = (
         N08,
         at_least=1.5,
     ),
-    _c("pillow_uses_turbo", "002", "Pillow >= 9 decodes with libjpeg-turbo", "", N08),
-    _c("copy_table_as_seed", "002", "numpy/torch copy semantics are as the seed's table says", "", N08),
-    _c("decoders_agree", "002", "the JPEG decoders agree on the pixels", "", N08),
-    _c(
+    Claim("pillow_uses_turbo", "002", "Pillow >= 9 decodes with libjpeg-turbo", "", N08),
+    Claim("copy_table_as_seed", "002", "numpy/torch copy semantics are as the seed's table says", "", N08),
+    Claim("decoders_agree", "002", "the JPEG decoders agree on the pixels", "", N08),
+    Claim(
         "jpeg4py_agrees",
         "002",
         "jpeg4py decodes JPEGs with libjpeg-turbo, like the other decoders",
         "jpeg.JPEG(img).decode() (no number)",
         N08,
     ),
-    _c(
+    Claim(
         "pycuda_htod_async",
         "002",
         "PyCUDA's memcpy_htod_async copies to the GPU on a stream",
@@ -82,7 +84,7 @@ ROWS: tuple[Claim, ...] = (
         N08,
         needs="gpu",
     ),
-    _c(
+    Claim(
         "tensorrt_speedup",
         "002",
         "a TensorRT engine runs the model faster than eager PyTorch",
@@ -92,7 +94,7 @@ ROWS: tuple[Claim, ...] = (
         needs="gpu",
     ),
     # 09: precompute + memmap (seed 004, the tensordict tutorial)
-    _c(
+    Claim(
         "memmap_train_speedup",
         "004",
         "memmap + batched transforms beat ImageFolder + DataLoader on train",
@@ -100,7 +102,7 @@ ROWS: tuple[Claim, ...] = (
         N09,
         at_least=1.5,
     ),
-    _c(
+    Claim(
         "memmap_val_speedup",
         "004",
         "memmap + batched transforms beat ImageFolder + DataLoader on val",
@@ -108,8 +110,8 @@ ROWS: tuple[Claim, ...] = (
         N09,
         at_least=5,
     ),
-    _c("memmap_val_same_batches", "004", "both val pipelines produce the same batches", "", N09),
-    _c(
+    Claim("memmap_val_same_batches", "004", "both val pipelines produce the same batches", "", N09),
+    Claim(
         "tutorial_imagenet_a100_speedup",
         "004",
         "on ImageNet with an A100 the tutorial's pipeline loads about 10x faster than torch + torchvision",
@@ -120,7 +122,7 @@ ROWS: tuple[Claim, ...] = (
         needs="gpu",
         source="the tensordict tutorial, ImageNet on an A100",
     ),
-    _c(
+    Claim(
         "tutorial_workers_even_better",
         "004",
         "the memmap loader gets even better with multiple workers loading batches from the memory-mapped array",
@@ -129,7 +131,7 @@ ROWS: tuple[Claim, ...] = (
         figure="memmap_train_workers_over_one_process",
         at_least=1.0,
     ),
-    _c(
+    Claim(
         "tutorial_io_rather_than_transforms",
         "004",
         "much of the DataLoader's overhead is i/o (reading and decoding the images) rather than the transforms",
@@ -139,7 +141,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=1.0,
     ),
     # 10: FFCV on Otto (seed 003)
-    _c(
+    Claim(
         "otto_ffcv_over_dataloader_load",
         "003",
         "FFCV loads Otto batches much faster than a per-sample DataLoader (load only: the seed infers "
@@ -148,7 +150,7 @@ ROWS: tuple[Claim, ...] = (
         N10,
         at_least=3,
     ),
-    _c(
+    Claim(
         "otto_helpers_over_ffcv_load",
         "project",
         "the helpers' loader loads Otto at least as fast as FFCV",
@@ -156,7 +158,7 @@ ROWS: tuple[Claim, ...] = (
         N10,
         at_least=1.0,
     ),
-    _c(
+    Claim(
         "otto_helpers_over_dataloader_load",
         "project",
         "the helpers' loader loads Otto far faster than DataLoader",
@@ -164,9 +166,9 @@ ROWS: tuple[Claim, ...] = (
         N10,
         at_least=10,
     ),
-    _c("otto_val_acc_spread", "project", "every loader trains to the same accuracy", "", N10, at_most=0.03, unit=""),
-    _c("otto_val_acc_over_majority", "project", "the MLP beats the majority class", "", N10, at_least=0.05, unit=""),
-    _c(
+    Claim("otto_val_acc_spread", "project", "every loader trains to the same accuracy", "", N10, at_most=0.03, unit=""),
+    Claim("otto_val_acc_over_majority", "project", "the MLP beats the majority class", "", N10, at_least=0.05, unit=""),
+    Claim(
         "otto_dataloader_step_over_ffcv_step",
         "003",
         "an Otto MLP step is much faster behind FFCV than behind DataLoader; the project's step (forward, "
@@ -176,7 +178,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=3,
         needs="gpu",
     ),
-    _c(
+    Claim(
         "otto_seed_protocol_uplift_pct",
         "003",
         "seed 003's protocol (forward + loss, no shuffle, 39,601 rows, "
@@ -189,7 +191,7 @@ ROWS: tuple[Claim, ...] = (
         needs="gpu",
     ),
     # 11: FFCV on CIFAR-10 (seed 003)
-    _c(
+    Claim(
         "cifar_ffcv_over_dataloader_load",
         "003",
         "FFCV's load-only step is far faster than DataLoader's on CIFAR-10",
@@ -198,7 +200,7 @@ ROWS: tuple[Claim, ...] = (
         figure="ffcv_over_dataloader_load",
         at_least=3,
     ),
-    _c(
+    Claim(
         "cifar_step_gain_over_load_gain",
         "003",
         "the full WRN step gains much less than loading alone",
@@ -207,7 +209,7 @@ ROWS: tuple[Claim, ...] = (
         figure="dataloader_step_over_ffcv_step/ffcv_over_dataloader_load",
         at_most=0.5,
     ),
-    _c(
+    Claim(
         "cifar_helpers_over_dataloader_load",
         "project",
         "the helpers load CIFAR far faster than DataLoader",
@@ -216,7 +218,7 @@ ROWS: tuple[Claim, ...] = (
         figure="helpers_over_dataloader_load",
         at_least=3,
     ),
-    _c(
+    Claim(
         "cifar_dataloader_load_share_pct",
         "003",
         "the WRN dominates the step: loading is under half of it",
@@ -225,7 +227,7 @@ ROWS: tuple[Claim, ...] = (
         at_most=50,
         unit=" %",
     ),
-    _c(
+    Claim(
         "cifar_dataloader_step_over_ffcv_step",
         "003",
         "with a heavy WRN the full-step gap shrinks (overlap on the GPU)",
@@ -235,7 +237,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=1.0,
         needs="gpu",
     ),
-    _c(
+    Claim(
         "cifar_helpers_over_ffcv_load",
         "project",
         "the helpers' on-the-fly CIFAR path loads at least as fast as FFCV's decoder",
@@ -244,7 +246,7 @@ ROWS: tuple[Claim, ...] = (
         figure="helpers_over_ffcv_load",
         at_least=1.0,
     ),
-    _c(
+    Claim(
         "cifar_seed_protocol_load_uplift_pct",
         "003",
         "seed 003's protocol as written (one pass each, DataLoader unshuffled, first 11 batches left out): FFCV's "
@@ -254,7 +256,7 @@ ROWS: tuple[Claim, ...] = (
         at_most=-67,
         unit=" %",
     ),
-    _c(
+    Claim(
         "cifar_seed_protocol_full_uplift_pct",
         "003",
         "seed 003's protocol as written, WRN-28-10 forward + loss behind each batch: FFCV's median batch is faster "
@@ -267,15 +269,15 @@ ROWS: tuple[Claim, ...] = (
         needs="gpu",
     ),
     # 12: scaling out
-    _c(
+    Claim(
         "ddp_matches_single",
         "000/001",
         "DDP on shards trains the same weights as one process on the global batch",
         "DDP as the automatic solution",
         N12,
     ),
-    _c("shards_ok", "000/001", "DistributedSampler's shards are disjoint and cover the data", "", N12),
-    _c(
+    Claim("shards_ok", "000/001", "DistributedSampler's shards are disjoint and cover the data", "", N12),
+    Claim(
         "dataparallel_speedup",
         "000/001",
         "DataParallel splits each batch over the GPUs of one process",

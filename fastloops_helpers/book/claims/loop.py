@@ -7,11 +7,11 @@ notebooks/13_conclusion.ipynb.
 
 from __future__ import annotations
 
-from .claim import N00, N01, N02, N03, N04, N05, N06, Claim, _c
+from .claim import N00, N01, N02, N03, N04, N05, N06, Claim
 
 ROWS: tuple[Claim, ...] = (
     # 00: the tools the later checks rely on (no seed figure)
-    _c(
+    Claim(
         "timer_sleep_ratio",
         "project",
         "the timer is honest: a 50 ms sleep measures as 50 ms",
@@ -20,7 +20,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=0.9,
         at_most=4.0,
     ),
-    _c(
+    Claim(
         "cache_over_ram_copy",
         "project",
         "copying from cache is at least about as fast as from RAM",
@@ -30,7 +30,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=0.8,
     ),
     # 01: the slide's opening question
-    _c(
+    Claim(
         "dataloader_nw0_over_numpy",
         "000/001",
         "the numpy loop beats the per-sample DataLoader (no workers)",
@@ -38,7 +38,7 @@ ROWS: tuple[Claim, ...] = (
         N01,
         at_least=10,
     ),
-    _c(
+    Claim(
         "dataloader_workers_over_numpy",
         "000/001",
         "the numpy loop beats the DataLoader with workers",
@@ -46,7 +46,7 @@ ROWS: tuple[Claim, ...] = (
         N01,
         at_least=10,
     ),
-    _c(
+    Claim(
         "dataloader_nw0_over_helpers",
         "000/001",
         "a batched loader beats the per-sample DataLoader",
@@ -54,7 +54,7 @@ ROWS: tuple[Claim, ...] = (
         N01,
         at_least=10,
     ),
-    _c(
+    Claim(
         "helpers_over_numpy",
         "project",
         "the helpers' loader is as fast as the numpy loop (epoch time ratio)",
@@ -63,7 +63,7 @@ ROWS: tuple[Claim, ...] = (
         at_most=1.0,
     ),
     # 02: __getitem__ cost
-    _c(
+    Claim(
         "slide_100_speedup",
         "000/001",
         "one batched fetch of 100 items beats 100 single fetches stacked",
@@ -71,7 +71,7 @@ ROWS: tuple[Claim, ...] = (
         N02,
         at_least=5,
     ),
-    _c(
+    Claim(
         "getitems_collate_speedup",
         "000/001",
         "`__getitems__` with a pass-through collate beats the per-sample DataLoader",
@@ -80,7 +80,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=3,
     ),
     # 03: a custom loader
-    _c(
+    Claim(
         "index_only_custom_over_dataloader",
         "000/001",
         "a custom loader beats DataLoader on the index-only task",
@@ -89,7 +89,7 @@ ROWS: tuple[Claim, ...] = (
         figure="index_only_DataLoader_ms/index_only_slide_FastDataloader_ms",
         at_least=10,
     ),
-    _c(
+    Claim(
         "index_only_batchloader_over_dataloader",
         "000/001",
         "BatchLoader beats DataLoader on the index-only task",
@@ -98,7 +98,7 @@ ROWS: tuple[Claim, ...] = (
         figure="index_only_DataLoader_ms/index_only_BatchLoader_ms",
         at_least=10,
     ),
-    _c(
+    Claim(
         "matrix_batchloader_over_dataloader",
         "000/001",
         "BatchLoader beats DataLoader on the float matrix",
@@ -107,7 +107,7 @@ ROWS: tuple[Claim, ...] = (
         figure="93_DataLoader_ms/93_BatchLoader_ms",
         at_least=3,
     ),
-    _c(
+    Claim(
         "matrix_batchloader_over_slide_loader",
         "project",
         "BatchLoader beats the slide's loader on the matrix",
@@ -117,7 +117,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=1.0,
     ),
     # 04: shuffling
-    _c(
+    Claim(
         "slide_grouped_speedup_headline",
         "000/001",
         "the slide's grouped permutation, as written, is much cheaper than a full one for a big index",
@@ -125,7 +125,7 @@ ROWS: tuple[Claim, ...] = (
         N04,
         at_least=2,
     ),
-    _c(
+    Claim(
         "grouped_speedup_headline",
         "project",
         "the helpers' grouped permutation (a few inner shuffles shared by the groups) is much cheaper than a full one",
@@ -133,8 +133,10 @@ ROWS: tuple[Claim, ...] = (
         N04,
         at_least=2,
     ),
-    _c("grouped_entropy_largest_over_full", "project", "class-sized groups ruin the class mix", "", N04, at_most=0.5),
-    _c(
+    Claim(
+        "grouped_entropy_largest_over_full", "project", "class-sized groups ruin the class mix", "", N04, at_most=0.5
+    ),
+    Claim(
         "quasi_random_entropy_min_over_full",
         "project",
         "FFCV's quasi-random order keeps the class mix",
@@ -142,7 +144,7 @@ ROWS: tuple[Claim, ...] = (
         N04,
         at_least=0.9,
     ),
-    _c(
+    Claim(
         "quasi_random_replica_matches_ffcv",
         "project",
         "the replica of QUASI_RANDOM mixes classes as FFCV's own Loader does (class-mix entropy, FFCV over replica)",
@@ -153,7 +155,7 @@ ROWS: tuple[Claim, ...] = (
         at_most=1.05,
     ),
     # 05: fusion
-    _c(
+    Claim(
         "fusion_speedup_largest",
         "000/001",
         "fusing a pointwise chain saves time when the data is larger than cache",
@@ -162,7 +164,7 @@ ROWS: tuple[Claim, ...] = (
         at_least=1.5,
     ),
     # 06: moving nested data
-    _c(
+    Claim(
         "move_to_over_fastest",
         "000/001",
         "the helpers' move_to is as fast as the slide's ways to move nested data",
@@ -170,14 +172,14 @@ ROWS: tuple[Claim, ...] = (
         N06,
         at_most=1.5,
     ),
-    _c(
+    Claim(
         "jax_device_put_moves_all",
         "000/001",
         "`jax.device_put` puts any nested structure on a device",
         "jax.device_put (no number)",
         N06,
     ),
-    _c(
+    Claim(
         "pinned_copy_speedup",
         "002",
         "pinned host memory copies to the GPU faster than pageable memory",

@@ -63,7 +63,7 @@ install_offline() {
   say "installing from $WHEELS into $VENV, offline (Python $PYVER; the machine's torch $("$PY" -c 'import torch; print(torch.__version__)' 2>/dev/null || echo 'is missing'))"
   # --no-build-isolation: the project builds with the machine's setuptools, not one fetched from an index
   if ! "$PY" -m pip --disable-pip-version-check -q install --no-index "${tiers[@]}" --no-build-isolation \
-      -e . "${reqs[@]}" >"$LOG" 2>&1; then
+      -e . -e ./book "${reqs[@]}" >"$LOG" 2>&1; then
     grep -v "^WARNING: Location" "$LOG" | tail -30
     say "ERROR: pip install from $WHEELS failed (log: $LOG); is the wheelhouse for Python $PYVER? make wheelhouse PYTHON_VERSION=$PYVER"
     return 1
@@ -113,7 +113,7 @@ install_online() {
   # 3c. Python packages: the project with its extras, then ffcv when it can build.
   pip_install() { "$PY" -m pip --disable-pip-version-check -q install -c "$CONSTRAINTS" "$@" >"$LOG" 2>&1; }
   say "installing Python packages into $VENV (Python $PYVER; first time about 5 min)"
-  if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads,stream,lint,trees${EXTRA:+,$EXTRA}]"; then
+  if ! pip_install -e ".[test,tf,decoders,lab,docs,jax,threads,stream,lint,trees${EXTRA:+,$EXTRA}]" -e ./book; then
     grep -v "^WARNING: Location" "$LOG" | tail -30; say "ERROR: pip install failed (log: $LOG)"; return 1
   fi
   if have_syslibs && ! "$PY" -c 'import ffcv' 2>/dev/null; then

@@ -1,4 +1,4 @@
-"""Unit tests run on real time: the warp (measure/warp.py) is for the notebooks' compared cells.
+"""Unit tests run on real time: the warp (book/fastloops_book/instruments/warp.py) is for the notebooks' compared cells.
 
 `make test` sets FASTLOOPS_WARP for its whole pytest run, so that the nbval pass over notebooks/ runs warped.
 A unit test checks what code computes from durations it controls (a loader that sleeps 20 ms, a step of 2 ms);
@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import pytest
 
-from fastloops_helpers.measure import warp
+from fastloops_book.instruments import warp
+from fastloops_helpers.measure import clock
 
 
 @pytest.fixture(autouse=True)
 def _real_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(warp.ENV, raising=False)
     monkeypatch.setattr(warp, "SEED", None)
+    monkeypatch.setattr(clock, "_scaling", None)  # make test's sitecustomize installed it in this process too
 
 
 @pytest.fixture

@@ -8,17 +8,17 @@ import nbformat
 import pytest
 import torch
 
+from fastloops_book import as_script
+from fastloops_book import bench as bench_cli
+from fastloops_book.bench import benchmarks
 from fastloops_helpers import experiments
-from fastloops_helpers.book import as_script
-from fastloops_helpers.book import bench as bench_cli
-from fastloops_helpers.book.bench import benchmarks
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import save_results
 
 
 def _cli(*args, env=None, timeout=300):
     return subprocess.run(
-        [sys.executable, "-m", "fastloops_helpers.book.bench", *args],
+        [sys.executable, "-m", "fastloops_book.bench", *args],
         capture_output=True,
         text=True,
         env=env,
@@ -85,15 +85,37 @@ def test_the_script_leaves_out_solutions_and_sets_knobs_after_the_defaults(tmp_p
     nbformat.write(nb, path)
     text = as_script.script(path, {"rounds": "5"})
     assert "a solution ran" not in text and "rounds = 99" not in text
-    assert text.index("rounds = 5") > text.index("size, depth = 8, 2") and text.index("rounds = 5") < text.index(
-        "print("
-    )
+    at = text.index("rounds = _checked_knob('rounds', rounds, '5')")
+    assert text.index("size, depth = 8, 2") < at < text.index("print(")
     with pytest.raises(SystemExit, match="has no knob width in its defaults cell; its knobs: rounds, size, depth"):
         as_script.script(path, {"width": "1"})
     as_script.run(path, tmp_path, "smoke", {"size": "10"})  # prints 30; raises on a failure
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 / 0")]), path)
     with pytest.raises(SystemExit, match=r"nb.ipynb failed \(exit 1\) at the smoke scale"):
         as_script.run(path, tmp_path, "smoke")
+
+
+def test_a_bad_knob_is_one_line_naming_the_knob_and_the_type_expected(tmp_path, capfd):
+    from fastloops_book import knobs
+
+    assert knobs.parse("12") == 12 and knobs.parse("(1, 2.5)") == (1, 2.5) and knobs.parse("cuda") == "cuda"
+    assert knobs.checked("lr", 0.1, "1") == 1 and knobs.checked("device", None, "cpu") == "cpu"
+    with pytest.raises(knobs.KnobError):
+        knobs.checked("shuffle", 3, "True")  # a bool is no int here
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("batch_size = 32", metadata={"tags": ["defaults"]}),
+        nbformat.v4.new_code_cell("print('ran with', batch_size)"),
+    ]
+    path = tmp_path / "nb.ipynb"
+    nbformat.write(nb, path)
+    as_script.run(path, tmp_path, "smoke", {"batch_size": "64"})
+    assert "ran with 64" in capfd.readouterr().out
+    with pytest.raises(SystemExit) as stopped:
+        as_script.run(path, tmp_path, "smoke", {"batch_size": "abc"})
+    err = capfd.readouterr().err.strip().splitlines()
+    assert stopped.value.code == knobs.EXIT
+    assert err == ["knob batch_size='abc': expected int (its default is 32), got str"]
 
 
 def test_a_spawned_worker_does_not_run_the_notebook_again(tmp_path):
@@ -229,7 +251,7 @@ def test_no_experiment_reads_the_sizes_table():
 
 
 def test_all_executes_each_notebook_once_and_goes_on_after_a_failure(monkeypatch, capsys, tmp_path):
-    from fastloops_helpers.book import bench as cli
+    from fastloops_book import bench as cli
 
     ran = []
 

@@ -27,9 +27,9 @@ import browser
 import nbformat
 import pytest
 
+from fastloops_book.notebooks import SOLUTION, SOLUTION_FIRST_LINE, notebook_paths
+from fastloops_book.publish import deck, lab, site
 from fastloops_helpers import config
-from fastloops_helpers.book.notebooks import SOLUTION, SOLUTION_FIRST_LINE, notebook_paths
-from fastloops_helpers.book.publish import deck, lab, site
 
 pytestmark = pytest.mark.browser
 ROOT = config.project_root()
@@ -61,7 +61,7 @@ def lab_server(root: Path, tmp: Path) -> Iterator[str]:
         [
             sys.executable,
             "-m",
-            "fastloops_helpers.book.publish.lab",
+            "fastloops_book.publish.lab",
             "--port",
             str(lab.free_port(18888)),
             "--root",

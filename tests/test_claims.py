@@ -1,7 +1,7 @@
 import pytest
 
+from fastloops_book import claims, runs
 from fastloops_helpers import measure
-from fastloops_helpers.book import claims, runs
 
 
 def test_every_claim_is_well_formed():

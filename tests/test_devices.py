@@ -91,8 +91,8 @@ def test_move_to_passes_non_blocking_through():
 
 def test_the_rendered_walker_can_be_slowed_and_still_recurses():
     """Notebook 06 renders tree._map, a recursive function: the liveness check slows it, and it must still walk."""
+    from fastloops_book.instruments import slowdown
     from fastloops_helpers import tree
-    from fastloops_helpers.measure import slowdown
 
     original = tree._map.__code__
     try:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fastloops_helpers.book import as_script
+from fastloops_book import as_script
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "06_device_moves.ipynb"
 WRONG = "leaves xs where it is"  # a way that returns its input: the quickest answer, and a wrong one

@@ -12,10 +12,11 @@ import torch
 from PIL import Image
 from torch.utils.data import DataLoader, Dataset
 
+from fastloops_book.instruments import warp
 from fastloops_helpers import Diagnosis, diagnose
 from fastloops_helpers.doctor import BUSY, LoopError, advice, diagnosis, timed_loop
 from fastloops_helpers.doctor.timed_loop import batch_size
-from fastloops_helpers.measure import processes, warp
+from fastloops_helpers.measure import clock, processes
 
 
 class SleepyLoader:
@@ -117,10 +118,9 @@ def test_a_step_slowed_in_the_loop_is_inconclusive_only_beside_a_busy_neighbour(
 @pytest.mark.parametrize("seed", [1, 2])
 def test_warped_the_step_in_the_loop_and_alone_keep_their_ratio_and_the_wait_moves(monkeypatch, quiet, seed):
     monkeypatch.setattr(warp, "SEED", seed)  # as FASTLOOPS_WARP does for the notebooks' compared cells
-    f = timed_loop._warp_factors()
-    assert f["step"] == warp.factor("step") and {f["wait"] / f["step"], f["copy"] / f["step"]} <= {
-        warp.STEP**e for e in (-2, -1, 1, 2)
-    }
+    monkeypatch.setattr(clock, "_scaling", warp.scale)
+    f = timed_loop._factors()
+    assert {f["wait"] / f["step"], f["copy"] / f["step"]} <= {warp.STEP**e for e in (-2, -1, 1, 2)}
     d = diagnose(SleepyLoader(0.010, n=20), sleep_step(0.010), batches=12, warmup=2, replay=4)
     assert 0.5 < d.live_over_replay_step < 2  # the same contender in the loop and alone: one factor
     real_wait = d.stages_ms["wait"] / 1e3  # the timeline keeps the clock's stamps: its wait is unwarped

@@ -139,7 +139,7 @@ def test_throughput_and_figures_read_the_logs():
 
 def test_a_liveness_run_slows_the_ranks_functions_too(tmp_path, monkeypatch):
     """torchrun's ranks import the package afresh: they slow what the slowed notebook's kernel slowed."""
-    from fastloops_helpers.book import liveness
+    from fastloops_book import liveness
 
     monkeypatch.setenv(liveness.INHERIT, "fastloops_helpers.experiments.distributed:train_epoch:0.5;")
     log = distributed.launch(tmp_path, "helpers", world_size=2, rows=1_001, epochs=1, batch_size=64, reference=True)

@@ -1,5 +1,6 @@
 """The docs name what exists: every backticked path and dotted package name in CONTRIBUTING.md, README.md and the
-package's module docstrings resolves (a file or folder, a module, a class, a function, an attribute)."""
+module docstrings of the library and the book's machinery resolves (a file or folder, a module, a class, a function,
+an attribute)."""
 
 from __future__ import annotations
 
@@ -12,19 +13,22 @@ import fastloops_helpers
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = Path(fastloops_helpers.__file__).parent
+BOOK = ROOT / "book" / "fastloops_book"  # the book's machinery: `book.claims` names fastloops_book.claims
 TOP = {p.stem for p in PACKAGE.iterdir() if (p.suffix == ".py" or p.is_dir()) and not p.name.startswith("_")}
 SPAN = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 PATH = re.compile(r"^[\w.-]+(/[\w.-]*)+$|^[\w-]+\.(py|ipynb|md|json|toml|txt|cfg|yml|sh)$")
 DOTTED = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$")
 PLACEHOLDER = re.compile(r"\b(NN|TOPIC|NAME|MODULE|DIR|FILE|PATH|KNOB|VALUE|SCALE|N)(\b|_)|[*<>{}$]|\.\.\.")
-FOLDERS = (ROOT, PACKAGE, PACKAGE / "book", ROOT / "tests", ROOT / "notebooks", ROOT.parent)
+FOLDERS = (ROOT, PACKAGE, BOOK, ROOT / "tests", ROOT / "notebooks", ROOT.parent)
 # What a command writes (not in a clean clone), and names of things outside the project (the real data's folder)
 MADE = ("results/", "reports/gpu/", ".venv/", "wheelhouse/", "cifar-10-batches-py/")
 
 
 def _resolves(dotted: str) -> bool:
     parts = dotted.split(".")
-    if parts[0] != "fastloops_helpers":
+    if parts[0] == "book":
+        parts[0] = "fastloops_book"
+    if parts[0] not in ("fastloops_helpers", "fastloops_book"):
         parts = ["fastloops_helpers", *parts]
     for i in range(len(parts), 0, -1):
         try:
@@ -50,7 +54,7 @@ def unknown_references(text: str, here: Path = ROOT) -> list[str]:
         if PATH.match(span) and not DOTTED.match(span.removesuffix(".py")):
             if not any((folder / span).exists() for folder in (here, *FOLDERS)):
                 unknown.append(span)
-        elif DOTTED.match(span) and span.split(".")[0] in TOP | {"fastloops_helpers"}:
+        elif DOTTED.match(span) and span.split(".")[0] in TOP | {"fastloops_helpers", "fastloops_book", "book"}:
             if not _resolves(span):
                 unknown.append(span)
     return unknown
@@ -58,7 +62,7 @@ def unknown_references(text: str, here: Path = ROOT) -> list[str]:
 
 def _docstrings() -> dict[str, str]:
     found = {}
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in sorted([*PACKAGE.rglob("*.py"), *BOOK.rglob("*.py")]):
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8")))
         if doc:
             found[path.relative_to(ROOT).as_posix()] = doc

@@ -67,7 +67,7 @@ def test_without_tensordict_and_optree_the_package_imports_and_memmap_names_its_
         env=hide(tmp_path / "shim", "tensordict", "optree"),
         cwd=tmp_path,
     )
-    assert out.startswith("imported ") and int(out.split()[1]) > 50
+    assert out.startswith("imported ") and int(out.split()[1]) > 40  # every library module (the book is not one)
     assert not new.exists()  # write_memmap refused before decoding or writing anything
 
 
@@ -78,7 +78,7 @@ def test_importing_the_package_imports_no_optional_package():
         import sys
         import {", ".join(CORE)}
         by_core = set(sys.modules)  # pandas imports pyarrow when it is installed: not the package's doing
-        import fastloops_helpers, fastloops_helpers.book.gpu_check, fastloops_helpers.experiments.imagefolder
+        import fastloops_helpers, fastloops_book.gpu_check, fastloops_helpers.experiments.imagefolder
         optional = {OPTIONAL!r}
         print(sorted(m for m in set(sys.modules) - by_core if m.split(".")[0] in optional))
         """,

@@ -10,8 +10,8 @@ import pytest
 import torch
 from hidden import CORE, hide  # tests/hidden.py
 
+from fastloops_book import as_script, gpu_check, notebooks
 from fastloops_helpers import config
-from fastloops_helpers.book import as_script, gpu_check, notebooks
 
 ROOT = config.project_root()
 # their data sets are ImageData tensorclasses: whoever imports them needs tensordict
@@ -99,8 +99,8 @@ def test_a_package_that_is_present_but_broken_counts_as_missing(monkeypatch, tmp
 
 
 def check_in_a_subprocess(args: list[str], env: dict[str, str], cwd, timeout: float) -> subprocess.CompletedProcess:
-    """Run `python -m fastloops_helpers.book.gpu_check ARGS` in a fresh interpreter; return what it did."""
-    argv = [sys.executable, "-m", "fastloops_helpers.book.gpu_check", *args]
+    """Run `python -m fastloops_book.gpu_check ARGS` in a fresh interpreter; return what it did."""
+    argv = [sys.executable, "-m", "fastloops_book.gpu_check", *args]
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
 
 

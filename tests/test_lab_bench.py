@@ -12,7 +12,7 @@ import lab_bench  # tests/lab_bench.py: the rules, test code (not the package)
 import nbformat
 import pytest
 
-from fastloops_helpers.book import as_script
+from fastloops_book import runner
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -50,11 +50,11 @@ def test_notebook_shows_the_code_it_times(path):
 
 
 def test_a_pasted_copy_is_caught_renamed_or_not():
-    source = inspect.getsource(as_script.knobs_of)
+    source = inspect.getsource(runner.knobs_of)
     nb = nbformat.v4.new_notebook()
     nb.cells = [nbformat.v4.new_code_cell("x = 1"), nbformat.v4.new_code_cell(source)]
     found = lab_bench.copies(nb)
-    assert len(found) == 1 and "cell 1: knobs_of copies fastloops_helpers/book/as_script.py" in found[0]
+    assert len(found) == 1 and "cell 1: knobs_of copies book/fastloops_book/runner.py" in found[0]
     nb.cells[1].source = source.replace("def knobs_of", "def my_knobs_of")
     assert "my_knobs_of" in lab_bench.copies(nb)[0]
     nb.cells[1].source = source.replace("return names", "return sorted(names)")  # the student's own version

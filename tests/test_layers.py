@@ -1,4 +1,7 @@
-"""Imports point one way: book -> experiments -> teach -> data -> doctor -> load -> measure -> config (CONTRIBUTING)."""
+"""Imports point one way: experiments -> teach -> data -> doctor -> load -> measure -> config (CONTRIBUTING).
+
+The book's machinery (book/fastloops_book/) sits above them all: it imports the library, never the other way.
+"""
 
 import ast
 from pathlib import Path
@@ -19,8 +22,7 @@ LAYER = {
     "data": 4,
     "teach": 5,
     "experiments": 6,
-    "book": 7,
-    "__init__": 8,
+    "__init__": 7,
 }
 
 
@@ -53,6 +55,22 @@ def test_imports_point_one_way():
             if target and target[0].removesuffix(".py") in LAYER and layer_of(target) > layer_of(rel):
                 wrong.append(f"{'/'.join(rel)} imports {'.'.join(target)} (a higher layer)")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_library_never_imports_the_book():
+    found = [
+        f"{path.relative_to(PACKAGE).as_posix()}:{node.lineno}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        for node in ast.walk(ast.parse(path.read_text()))
+        if any(name.split(".")[0] == "fastloops_book" for name in _imported(node))
+    ]
+    assert not found, f"the library imports the book's machinery (it is not in the wheel): {found}"
+
+
+def _imported(node: ast.AST) -> list[str]:
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    return [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
 
 
 def test_the_public_api_imports():

@@ -1,7 +1,7 @@
 """What a notebook shows is what it runs: slow every shown function down and every timing figure moves.
 
 The unit tests check the edit itself; the slow tests run each timing notebook twice at the smoke scale (unedited,
-then slowed as `book/liveness.py` describes) and fail on a timing figure that did not move.
+then slowed as `book/fastloops_book/liveness.py` describes) and fail on a timing figure that did not move.
 """
 
 import time
@@ -10,8 +10,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fastloops_helpers.book import liveness
-from fastloops_helpers.measure import slowdown
+from fastloops_book import liveness
+from fastloops_book.instruments import slowdown
 
 ROOT = Path(__file__).resolve().parents[1]
 # Every notebook that times something: all but the conclusion (13), which reads the others' results.
@@ -67,9 +67,7 @@ def test_a_class_is_slowed_method_by_method_super_included():
 def test_the_edited_notebook_slows_what_it_renders_and_drops_solutions():
     nb = nbformat.v4.new_notebook()
     nb.cells = [
-        nbformat.v4.new_code_cell(
-            "from fastloops_helpers.book.source import show_code\nshow_code(BatchLoader.__iter__)"
-        ),
+        nbformat.v4.new_code_cell("from fastloops_book.source import show_code\nshow_code(BatchLoader.__iter__)"),
         nbformat.v4.new_code_cell("def mine():\n    return 1", metadata={"tags": ["solution"]}),
     ]
     cells = liveness.edited(nb).cells

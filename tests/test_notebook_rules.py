@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.notebooks import HIDDEN, RUN_TIME_MARKER, SOLUTION, SOLUTION_FIRST_LINE
+from fastloops_book import claims
+from fastloops_book.notebooks import HIDDEN, RUN_TIME_MARKER, SOLUTION, SOLUTION_FIRST_LINE
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -112,6 +112,26 @@ def test_no_markdown_commented_out_in_code(path):
     )
 
 
+INSTRUMENT = re.compile(r"\bcontender=|\bwarp\.|\bslowdown\.")  # the test runs' instruments: never in a lesson
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_cell_names_the_test_instruments(path):
+    offences = [
+        f"cell {i}: {line.strip()[:100]}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for line in _source(cell).splitlines()
+        if INSTRUMENT.search(line)
+    ]
+    assert not offences, _report(path, "no cell names a contender for the warp or calls an instrument", offences)
+
+
+def test_the_instrument_scanner_finds_a_named_contender():
+    assert INSTRUMENT.search("with measure.Timer(contender=('epoch', name)) as t:")
+    assert INSTRUMENT.search("factors = warp.factors(passes)") and not INSTRUMENT.search("the warped run")
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_no_absolute_paths_in_outputs(path):
     offences = [
@@ -135,8 +155,7 @@ def test_progress_bars_stored_as_one_line(path):
     ]
     assert not offences, _report(
         path,
-        "one line per progress bar (re-run with python -m "
-        "fastloops_helpers.book.notebooks run: it resolves carriage returns)",
+        "one line per progress bar (re-run with python -m fastloops_book.notebooks run: it resolves carriage returns)",
         offences,
     )
 
@@ -171,7 +190,7 @@ def test_solutions_are_hidden_in_the_lab_input_and_output(path):
     assert not offences, _report(
         path,
         "a solution is collapsed in JupyterLab, input and output, and its first line gives nothing away (python -m "
-        "fastloops_helpers.book.notebooks hide-solutions NOTEBOOK sets both; every run of the notebooks does too)",
+        "fastloops_book.notebooks hide-solutions NOTEBOOK sets both; every run of the notebooks does too)",
         offences,
     )
 
@@ -190,7 +209,7 @@ def test_no_progress_bar_stored_on_stderr():
             counts[path.name] = n
     assert not counts, (
         f"stored stderr progress outputs (a red block on GitHub): {counts}; re-run with python -m "
-        "fastloops_helpers.book.notebooks run, which stores the finished bars of nbval-ignore-output cells as text"
+        "fastloops_book.notebooks run, which stores the finished bars of nbval-ignore-output cells as text"
     )
 
 
@@ -224,7 +243,7 @@ def test_the_output_scanners():
 def test_the_runner_talks_to_its_kernel_over_local_sockets_and_prints_nothing(tmp_path, capfd):
     import nbformat
 
-    from fastloops_helpers.book import notebooks
+    from fastloops_book import notebooks
 
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("import os\nprint(os.environ['FASTLOOPS_SCALE'])")])
     nbformat.write(nb, tmp_path / "t.ipynb")

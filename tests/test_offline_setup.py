@@ -117,7 +117,7 @@ def test_setup_from_a_wheelhouse_keeps_the_machines_torch_and_gpu_check_runs(off
     assert tensordict_at.startswith(str(project / ".venv")), tensordict_at  # from the wheelhouse
     check = _make(project, offline, "gpu-check", f"ARGS=--scale smoke --parts 06 --reports {offline['tmp']}")
     assert check.returncode == 0 and "06: passed" in check.stdout, check.stdout + check.stderr
-    assert " .venv/bin/python -m fastloops_helpers.book.gpu_check" in check.stdout  # the finished .venv ran it
+    assert " .venv/bin/python -m fastloops_book.gpu_check" in check.stdout  # the finished .venv ran it
     report = (offline["tmp"] / "README.md").read_text()
     assert "- from the wheelhouse " in report and "tensordict " in report  # what came from where, the torch not
     assert not any(line.startswith("- from") and " torch 2" in line for line in report.splitlines())
@@ -134,4 +134,4 @@ def test_a_failed_offline_setup_leaves_no_venv(offline):
     assert setup.returncode != 0 and "pip install from" in setup.stdout and "nbval" in setup.stdout, setup.stdout
     assert not (project / ".venv").exists()
     check = _make(project, offline, "-n", "gpu-check")  # with no finished .venv, the machine's python3 runs it
-    assert f"{offline['python']} -m fastloops_helpers.book.gpu_check" in check.stdout
+    assert f"{offline['python']} -m fastloops_book.gpu_check" in check.stdout

@@ -7,8 +7,8 @@ import re
 import nbformat
 import pytest
 
-from fastloops_helpers.book.notebooks import notebook_paths
-from fastloops_helpers.book.publish import deck, lab, site, slides, twins
+from fastloops_book.notebooks import notebook_paths
+from fastloops_book.publish import deck, lab, site, slides, twins
 
 PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 
@@ -177,7 +177,7 @@ def test_site_includes_the_report_and_its_figures(tmp_path):
 
 
 def test_site_claims_table_shows_the_figures_a_notebook_saved(tmp_path):
-    from fastloops_helpers.book import claims
+    from fastloops_book import claims
 
     c = next(c for c in claims.CLAIMS if c.at_least is not None and "/" not in c.key)
     results = tmp_path / "results"
@@ -228,7 +228,7 @@ def test_api_reference_documents_the_public_names_and_links_notebooks(tmp_path):
 
 def test_the_site_points_show_code_links_at_pages_it_has(tmp_path):
     """show_code links a file (right in JupyterLab and on GitHub) and an API page by module; the site has neither."""
-    from fastloops_helpers.book.publish import site
+    from fastloops_book.publish import site
 
     (tmp_path / "api" / "fastloops_helpers").mkdir(parents=True)
     (tmp_path / "api" / "fastloops_helpers" / "measure.html").write_text("<html></html>")

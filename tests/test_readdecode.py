@@ -48,7 +48,7 @@ def test_a_slowed_decoder_factory_slows_the_decoder_it_returns():
     """Each factory returns a named function, not a lambda: notebook 08's liveness check slows what it times."""
     import time
 
-    from fastloops_helpers.measure import slowdown
+    from fastloops_book.instruments import slowdown
 
     blob = decoders.encode_jpegs(1, 16)[0]
     original = decoders._pillow.__code__

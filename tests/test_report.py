@@ -5,8 +5,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from fastloops_book import notebooks, report
 from fastloops_helpers import measure
-from fastloops_helpers.book import notebooks, report
 
 
 def test_report_gathers_every_saved_result(tmp_path, monkeypatch):

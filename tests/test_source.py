@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from fastloops_helpers.book import source
-from fastloops_helpers.book.source import show_code
+from fastloops_book import source
+from fastloops_book.source import show_code
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.load.prefetch import ThreadPrefetcher
 

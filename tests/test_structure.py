@@ -14,14 +14,16 @@ from pathlib import Path
 import fastloops_helpers
 
 PACKAGE = Path(fastloops_helpers.__file__).parent
+BOOK = PACKAGE.parent / "book" / "fastloops_book"  # the book's machinery: checked with the library
 
 
-def modules(root: Path = PACKAGE) -> dict[str, str]:
-    """Return {dotted module name: source} for every module under `root` (a package folder)."""
+def modules(*roots: Path) -> dict[str, str]:
+    """Return {dotted module name: source} for every module under `roots` (package folders; default: both)."""
     found = {}
-    for path in sorted(root.rglob("*.py")):
-        parts = list(path.relative_to(root.parent).with_suffix("").parts)
-        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path.read_text(encoding="utf-8")
+    for root in roots or (PACKAGE, BOOK):
+        for path in sorted(root.rglob("*.py")):
+            parts = list(path.relative_to(root.parent).with_suffix("").parts)
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path.read_text(encoding="utf-8")
     return found
 
 

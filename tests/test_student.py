@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from fastloops_helpers.book import student
+from fastloops_book import student
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))

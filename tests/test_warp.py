@@ -1,8 +1,9 @@
-"""The warp (measure/warp.py): FASTLOOPS_WARP scales every duration measure returns by a seeded factor per contender."""
+"""The warp (book/fastloops_book/instruments/warp.py): FASTLOOPS_WARP scales every duration the clock returns."""
 
 from __future__ import annotations
 
 import itertools
+import linecache
 import multiprocessing
 import os
 import subprocess
@@ -12,7 +13,8 @@ from concurrent.futures import ProcessPoolExecutor
 
 import pytest
 
-from fastloops_helpers.measure import clock, stats, warp
+from fastloops_book.instruments import hooks, warp
+from fastloops_helpers.measure import clock, stats
 
 
 @pytest.fixture
@@ -23,7 +25,11 @@ def one_second_calls(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _seeded(monkeypatch: pytest.MonkeyPatch, seed: int | None) -> None:
+    """Turn the warp on with `seed` as the run's sitecustomize does (None: off), sites forgotten."""
     monkeypatch.setattr(warp, "SEED", seed)
+    monkeypatch.setattr(warp, "_sites", {})
+    monkeypatch.setattr(clock, "_scaling", None)
+    warp.install()
 
 
 def _fresh_factors(seed: str | None) -> str:
@@ -32,10 +38,10 @@ def _fresh_factors(seed: str | None) -> str:
     env["PYTHONHASHSEED"] = "random"
     if seed is not None:
         env[warp.ENV] = seed
-    code = (  # warp.py alone, without the package (and torch) around it: a quick start
+    code = (  # warp.py alone, without the packages (and torch) around it: a quick start
         f"import importlib.util as u; s = u.spec_from_file_location('warp', {warp.__file__!r}); "
         "warp = u.module_from_spec(s); s.loader.exec_module(warp); "
-        "print(warp.SEED, warp.factors(['numpy', 'helpers', 'torch']), warp.factor('alone'))"
+        "print(warp.SEED, warp.factors(['numpy', 'helpers', 'torch']), warp.alone(('cell.py', 3), 'x'))"
     )
     return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
 
@@ -47,10 +53,25 @@ def test_factors_are_deterministic_across_processes_and_change_with_the_seed() -
 
 
 def test_warp_off_when_unset_or_empty() -> None:
-    assert _fresh_factors(None) == _fresh_factors("") == "None {'numpy': 1.0, 'helpers': 1.0, 'torch': 1.0} 1.0\n"
+    assert _fresh_factors(None).startswith("None {'numpy': 1.0, 'helpers': 1.0, 'torch': 1.0}")
     assert warp._read_seed(None) is None and warp._read_seed(" ") is None and warp._read_seed("7") == 7
     with pytest.raises(ValueError, match="FASTLOOPS_WARP must be an integer seed"):
         warp._read_seed("yes")
+
+
+def _clock_in_child(env: dict[str, str]) -> str:
+    code = (
+        "import sys, fastloops_helpers.measure.clock as c; "
+        "print(c._scaling is not None, 'fastloops_book' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    return done.stdout.strip()
+
+
+def test_the_runs_site_folder_installs_the_warp_in_every_child_and_nothing_without_a_seed() -> None:
+    env = hooks.environment({k: v for k, v in os.environ.items() if k != warp.ENV})
+    assert _clock_in_child({**env, warp.ENV: "1"}) == "True True"
+    assert _clock_in_child(env) == "False False"  # a reader's process: no instrument, not even imported
 
 
 @pytest.mark.parametrize("method", ["fork", "spawn"])
@@ -81,15 +102,14 @@ def test_every_two_contenders_of_one_call_move_apart_by_more_than_the_wide_margi
     assert stats.ratio(pair, "x", "y") in (16.0, 1 / 16)  # two contenders: 4 and 1/4
 
 
-def test_every_duration_measure_returns_is_warped(monkeypatch: pytest.MonkeyPatch, one_second_calls: None) -> None:
+def test_every_duration_the_clock_returns_is_warped(monkeypatch: pytest.MonkeyPatch, one_second_calls: None) -> None:
     _seeded(monkeypatch, 3)
-    f = warp.factor("mine")
-    assert f in (4.0, 0.25)
-    with clock.Timer(contender="mine") as t:
+    moved = {warp.STEP**e for e in warp.ALONE}
+    with clock.Timer() as t:
         pass
-    assert t.seconds == f
-    assert clock.measure(lambda: None, repeat=2, warmup=0, contender="mine") == [f, f]
-    assert clock.elapsed(clock.now(), contender="mine") == f
+    assert t.seconds in moved
+    assert len(set(clock.measure(lambda: None, repeat=3, warmup=0))) == 1  # one contender: one factor
+    assert clock.elapsed(clock.now()) in moved
     fs = warp.factors(["p", "q"])
     assert clock.per_call({"p": lambda: None, "q": lambda: None}, number=1, repeat=2, warmup=0) == {
         k: [v, v] for k, v in fs.items()
@@ -98,18 +118,60 @@ def test_every_duration_measure_returns_is_warped(monkeypatch: pytest.MonkeyPatc
     assert steady == {k: [v] * 6 for k, v in fs.items()}  # the same factors in every round
 
 
-def test_a_timer_without_a_name_is_named_by_its_line(monkeypatch: pytest.MonkeyPatch, one_second_calls: None) -> None:
+def _read(name: str, size: int) -> float:
+    """One reader's epoch, timed alone at one line: the way notebook 16 times its readers one by one."""
+    with clock.Timer() as t:
+        pass
+    return t.seconds
+
+
+def test_contenders_timed_one_by_one_at_one_site_get_distinct_factors(
+    monkeypatch: pytest.MonkeyPatch, one_second_calls: None
+) -> None:
     _seeded(monkeypatch, 5)
-    seconds = []
-    for _ in range(3):  # one line, one contender: the same factor every pass
-        with clock.Timer() as t:
-            pass
-        seconds.append(t.seconds)
-    assert len(set(seconds)) == 1 and seconds[0] in (4.0, 0.25)
-    lines = {clock.measure(lambda: None, 1, 0)[0], clock.measure(lambda: None, 1, 0)[0]}
-    assert lines <= {4.0, 0.25}
-    found = {warp.factor(("site", "cell.py", line)) for line in range(20)}
-    assert found == {4.0, 0.25}  # sites get both factors
+    readers = ["webdataset", "pyarrow Parquet", "datasets streaming", "ffcv"]
+    first = {name: _read(name, 64) for name in readers}
+    assert len(set(first.values())) == len(readers)  # every two readers apart by STEP at least
+    assert {name: _read(name, 64) for name in readers} == first  # each pass of a reader: its own factor again
+    assert {_read("webdataset", size) for size in (64, 128)} == {first["webdataset"], _read("webdataset", 128)}
+
+
+def test_a_timing_inside_an_interleaved_contender_takes_its_factor(
+    monkeypatch: pytest.MonkeyPatch, one_second_calls: None
+) -> None:
+    _seeded(monkeypatch, 2)
+    inner: dict[str, list[float]] = {"a": [], "b": []}
+
+    def contender(name: str):
+        def one() -> None:
+            with clock.Timer() as t:  # one line for both: the enclosing contender tells them apart
+                pass
+            inner[name].append(t.seconds)
+
+        return one
+
+    outer = clock.interleaved({"a": contender("a"), "b": contender("b")}, repeat=2, warmup=0)
+    fs = warp.factors(["a", "b"])
+    assert inner == {k: [fs[k]] * 2 for k in "ab"} and stats.ratio(outer, "a", "b") == pytest.approx(
+        3 * fs["a"] / (3 * fs["b"])  # a contender's call spans its inner timer's two reads and its own
+    )
+
+
+def _run_cell(source: str, name: str) -> float:
+    """Run `source` as a kernel runs a cell (its text in linecache under a file name of its own); return `seconds`."""
+    linecache.cache[name] = (len(source), None, source.splitlines(keepends=True), name)
+    scope = {"clock": clock}
+    exec(compile(source, name, "exec"), scope)
+    return scope["seconds"]
+
+
+def test_a_solution_cell_runs_unwarped_and_a_compared_cell_does_not(
+    monkeypatch: pytest.MonkeyPatch, one_second_calls: None
+) -> None:
+    _seeded(monkeypatch, 4)
+    body = "with clock.Timer() as t:\n    pass\nseconds = t.seconds\n"
+    assert _run_cell(body, "/tmp/ipykernel_1/compared.py") != 1.0
+    assert _run_cell(warp.SOLUTION_FIRST_LINE + "\n" + body, "/tmp/ipykernel_1/solution.py") == 1.0
 
 
 def test_now_is_not_warped_and_durations_are_real_when_off(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,6 +180,6 @@ def test_now_is_not_warped_and_durations_are_real_when_off(monkeypatch: pytest.M
     readings = [clock.now() for _ in range(1000)]
     assert readings == sorted(readings)
     _seeded(monkeypatch, None)
-    with clock.Timer(contender="mine") as t:
+    with clock.Timer() as t:
         time.sleep(0.02)
     assert 0.02 <= t.seconds < 1.0  # real seconds (a 4x or 1/4x warp would leave this window)

@@ -29,10 +29,10 @@ def wheel(tmp_path_factory) -> Path:
     return path
 
 
-def test_the_wheel_has_one_version_and_its_data_files(wheel):
+def test_the_wheel_has_one_version_and_the_library_alone(wheel):
     assert wheel.name.startswith(f"fastloops_helpers-{fastloops_helpers.__version__}-")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "fastloops_helpers/book/publish/jupyter/labconfig/default_setting_overrides.json" in names
+    assert not [n for n in names if n.startswith("fastloops_book")], "the book's machinery is not the library"
     modules = {str(p.relative_to(ROOT)) for p in (ROOT / "fastloops_helpers").rglob("*.py")}
     assert modules <= set(names), f"modules missing from the wheel: {sorted(modules - set(names))[:5]}"
     assert not [n for n in names if n.startswith(("tests/", "notebooks/"))]

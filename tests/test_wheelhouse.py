@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from fastloops_helpers.book import gpu_check
+from fastloops_book import gpu_check
 
 ROOT = Path(__file__).resolve().parents[1]
 _spec = importlib.util.spec_from_file_location("wheelhouse", ROOT / ".ci" / "wheelhouse.py")

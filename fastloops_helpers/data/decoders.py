@@ -9,7 +9,7 @@ Explained in notebooks/08_read_and_decode.ipynb.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -148,16 +148,12 @@ def encode_jpegs(count: int, px: int, quality: int = 90, seed: int = 0) -> list[
     return blobs
 
 
-def images_per_second(
-    decode: Decoder, blobs: Sequence[bytes], repeat: int = 3, contender: Hashable | None = None
-) -> float:
+def images_per_second(decode: Decoder, blobs: Sequence[bytes], repeat: int = 3) -> float:
     """Decode every blob `repeat` times after one warm-up pass; return the best pass's images per second.
 
     A best-of on purpose: the peak speed of a decoder, with the busy machine's slow passes left out.
-    `contender` names what is timed, for the warp (`measure/warp.py`): give each decoder or each size its own
-    when several calls are compared.
     """
-    seconds = measure.measure(lambda: [decode(b) for b in blobs], repeat=repeat, warmup=1, contender=contender)
+    seconds = measure.measure(lambda: [decode(b) for b in blobs], repeat=repeat, warmup=1)
     return len(blobs) / measure.best_of(seconds)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..measure import Timer, median, now, processes, sync, timeline, warp
+from ..measure import factors, median, now, processes, sync, timeline
 from ..tree import batch_len
 
 MAIN = "main: loop"
@@ -135,23 +135,25 @@ def replay(run: Run) -> float:
 
 def _replay_once(run: Run) -> float:
     """Return the seconds of one pass of the step over the cached batches, CUDA synchronised."""
-    with Timer(run.device, contender="step") as t:  # for the warp: the live steps are the same contender
-        for b in run.cached:
-            run.step(b)
-    return t.seconds
+    sync(run.device)
+    start = now()
+    for b in run.cached:
+        run.step(b)
+    sync(run.device)
+    return (now() - start) * _factors()["step"]  # the live steps' factor: the step alone and in the loop alike
 
 
 def _record(run: Run, n: int, begin: float, stamps: tuple[float, float, float, float], batch: Any, first: bool) -> None:
     """Append batch `n`'s row (wait, copy, step, its whole time, samples) and its timeline events.
 
-    The durations pass through the warp (`_warp_factors`); `begin` and `end` stay clock readings.
+    The durations pass through the clock's scaling (`_factors`); `begin` and `end` stay clock readings.
     """
     t0, t1, t2, t3 = stamps
     run.tl.events += [timeline.Event(MAIN, "wait", n, t0, t1), timeline.Event(MAIN, "step", n, t2, t3)]
     if run.copy is not None:
         run.tl.events.append(timeline.Event(MAIN, "copy", n, t1, t2))
     wait_from = begin if first else t0  # an epoch's first wait runs from the last batch's end: iter() included
-    f = _warp_factors()
+    f = _factors()
     wait, copy, step = (t1 - wait_from) * f["wait"], (t2 - t1) * f["copy"], (t3 - t2) * f["step"]
     run.rows.append(
         {
@@ -160,23 +162,21 @@ def _record(run: Run, n: int, begin: float, stamps: tuple[float, float, float, f
             "wait": wait,
             "copy": copy,
             "step": step,
-            "batch": wait_from - begin + wait + copy + step,  # end - begin, with the loop's own overhead unwarped
+            "batch": wait_from - begin + wait + copy + step,  # end - begin, with the loop's own overhead unscaled
             "samples": batch_size(batch),
             "first": first,
         }
     )
 
 
-def _warp_factors() -> dict[str, float]:
-    """Return the warp's factors (measure/warp.py) for the live wait, copy and step: all 1.0 unless warped.
+def _factors() -> dict[str, float]:
+    """Return the factors of the live wait, copy and step, timed together: all 1.0 unless a test harness scales
+    durations (`measure.clock.set_scaling`).
 
-    The live step gets the factor of its replay (`_replay_once` times the contender "step"), so the step's time
-    in the loop over its time alone stays as measured; the wait and the copy get factors of their own, STEP
-    apart at least, so the wait share and the headspace move as any ratio of two contenders does.
+    The replays take the step's factor, so the step's time in the loop over its time alone stays as measured; the
+    wait and the copy get factors of their own, so the wait share and the headspace move as any ratio does.
     """
-    ranked = warp.factors(("wait", "copy", "step"))
-    scale = warp.factor("step") / ranked["step"]
-    return {k: v * scale for k, v in ranked.items()}
+    return factors(("wait", "copy", "step"))
 
 
 def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:

@@ -1,6 +1,6 @@
 """The experiments that several notebooks share: the protocols' drivers, each taking its sizes as parameters.
 
-A benchmark is its notebook (`python -m fastloops_helpers.book.bench NAME` executes it and reads what it saved),
+A benchmark is its notebook (`python -m fastloops_book.bench NAME` executes it and reads what it saved),
 so a module here holds only what a notebook passes its defaults to and what more than one caller needs.
 """
 

@@ -28,7 +28,6 @@ from torch.utils.data import DataLoader, DistributedSampler, TensorDataset
 from .. import measure
 from ..data import otto_csv as otto
 from ..load.batch_loader import BatchLoader
-from ..measure.slowdown import slow_inherited
 from ..models import MLP
 
 LOADERS = ("helpers", "dataloader")
@@ -172,7 +171,7 @@ def train(args: argparse.Namespace) -> dict:
         "epochs": [],
     }
     for epoch in range(args.epochs):
-        with measure.Timer(device, contender=_tag(args, rank)) as timer:
+        with measure.Timer(device) as timer:
             source = (
                 reference_batches(data, args, epoch)
                 if args.reference
@@ -242,11 +241,12 @@ def launch(
         "gpus": torch.cuda.device_count() if gpus is None else gpus,
     }
     opts = [arg for flag, value in flags.items() for arg in (f"--{flag}", str(value))]
+    entry = [sys.executable, "-c", f"from {__name__} import main; raise SystemExit(main())"]  # by name, not __main__
     if reference:
-        cmd = [sys.executable, "-m", __name__, *opts, "--reference", str(world_size)]
+        cmd = [*entry, *opts, "--reference", str(world_size)]
     else:
-        run = ["torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}"]
-        cmd = [sys.executable, "-m", *run, "-m", __name__, *opts]
+        run = ["torch.distributed.run", "--standalone", f"--nproc_per_node={world_size}", "--no-python"]
+        cmd = [sys.executable, "-m", *run, *entry, *opts]
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}")
@@ -315,7 +315,6 @@ def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = N
 
 def main(argv: list[str] | None = None) -> int:
     """Initialise the process group when launched by torchrun, train, and write this rank's log."""
-    slow_inherited()  # a liveness run's slowed notebook slows this process's functions as it slowed its own
     args = parse(argv)
     args.log_dir.mkdir(parents=True, exist_ok=True)
     if "RANK" in os.environ and not args.reference:

@@ -5,7 +5,6 @@ Notebook 09 holds the rest of its experiment (the sweep, the rounds, the stage c
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,11 +108,10 @@ def batch_images(batch: Any) -> int:
     return len(batch[0]) if isinstance(batch, (tuple, list)) else len(batch)
 
 
-def images_per_second(loader: Any, repeat: int, warmup: int = 1, contender: Hashable | None = None) -> dict[str, float]:
+def images_per_second(loader: Any, repeat: int, warmup: int = 1) -> dict[str, float]:
     """Time whole epochs of `loader`; return images/s from the median epoch and the epoch's median and p95 s.
 
-    The one definition of images/s in the project's image experiments. `contender` names the loader for the warp
-    (`measure/warp.py`): loaders compared across calls each need their own.
+    The one definition of images/s in the project's image experiments.
     Explained in notebooks/09_precompute_memmap.ipynb.
     """
     counted = []
@@ -121,7 +119,7 @@ def images_per_second(loader: Any, repeat: int, warmup: int = 1, contender: Hash
     def epoch() -> None:
         counted.append(sum(batch_images(batch) for batch in loader))
 
-    seconds = measure.measure(epoch, repeat=repeat, warmup=warmup, contender=contender)
+    seconds = measure.measure(epoch, repeat=repeat, warmup=warmup)
     return {
         "images_per_s": counted[-1] / measure.median(seconds),
         "epoch_s": measure.median(seconds),

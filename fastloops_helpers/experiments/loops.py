@@ -3,7 +3,7 @@
 The loops: pure Python, numpy, DataLoader, tf.data, the helpers' loader.
 
 Explained in notebooks/01_the_question.ipynb. `measure_loops()` computes the table and figures that notebook 01
-shows, with its defaults block and its cells' loops, passed as `slide`; `python -m fastloops_helpers.book.bench
+shows, with its defaults block and its cells' loops, passed as `slide`; `python -m fastloops_book.bench
 loops` executes that notebook and saves what it measured.
 """
 

@@ -3,8 +3,7 @@
 Explained in notebooks/00_setup.ipynb.
 """
 
-from . import warp
-from .clock import Timer, drain, elapsed, interleaved, interleaved_until_steady, measure, now, per_call, sync
+from .clock import Timer, drain, elapsed, factors, interleaved, interleaved_until_steady, measure, now, per_call, sync
 from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
 from .processes import memory_by_process, pss_mb
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
@@ -35,7 +34,7 @@ __all__ = [
     "now",
     "per_call",
     "sync",
-    "warp",
+    "factors",
     "BAR_FORMAT",
     "TIMING_PREFIX",
     "predicted",

@@ -1,26 +1,30 @@
 """The one clock: CUDA-synchronised timers, warm-up then repeats, and interleaved comparisons.
 
 Every figure in the project is timed here (the timeline recorder only stamps events). Every duration returned
-here passes through the warp (`warp.py`: off unless FASTLOOPS_WARP is set, as `make test` does); `now()` stays
-real. Explained in notebooks/00_setup.ipynb.
+here passes through one hook, `set_scaling`, which only a test harness sets (the book's warp, in `make test`):
+unset, durations are as measured. `now()` stays real. Explained in notebooks/00_setup.ipynb.
 """
 
 from __future__ import annotations
 
 import random
+import sys
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from types import FrameType
 from typing import Any, TypeVar
 
 import torch
 
 from .. import config
-from . import warp
 from .display import progress
 
 K = TypeVar("K", bound=Hashable)  # a contender's name: usually a str, any hashable works
+Scaling = Callable[[Sequence[Any], FrameType], Sequence[float]]
+_scaling: Scaling | None = None  # a test harness's hook; None in a reader's process: durations as measured
+_running: list[float] = []  # the factors of the contenders being timed now: a timing inside one takes its factor
 
-now = time.perf_counter  # the one clock every measurement reads (the timeline stamps events with it too); never warped
+now = time.perf_counter  # the one clock every measurement reads (the timeline stamps events with it too); never scaled
 
 
 def sync(device: torch.device | str | None = None) -> None:
@@ -30,13 +34,37 @@ def sync(device: torch.device | str | None = None) -> None:
         torch.cuda.synchronize(dev if dev is not None and dev.type == "cuda" else None)
 
 
-def elapsed(start: float, contender: Hashable | None = None) -> float:
-    """Return the (warped) seconds since `start`, a `now()` reading: for a span that a `with Timer()` cannot wrap.
+def set_scaling(hook: Scaling | None) -> None:
+    """Let a test harness scale every duration returned here; None turns it off.
 
-    `contender` names what was timed; without it, the call site does (see `warp.py`).
+    `hook(contenders, frame)` returns a factor per contender for the names of one interleaved call, and one
+    factor for a timing alone (`[]`, or `[fn]` for `measure(fn)`) made at `frame`. A timing inside a contender
+    being timed takes that contender's factor.
     """
-    seconds = now() - start
-    return seconds * (warp.site_factor() if contender is None else warp.factor(contender))
+    global _scaling
+    _scaling = hook
+
+
+def factors(contenders: Iterable[K]) -> dict[K, float]:
+    """Return the factor of each of `contenders` timed together: all 1.0 unless a harness scales durations."""
+    keys = list(contenders)
+    if _scaling is None:
+        return dict.fromkeys(keys, 1.0)
+    return dict(zip(keys, _scaling(keys, sys._getframe(1))))
+
+
+def _alone(fn: Callable[[], Any] | None = None) -> float:
+    """Return the factor of a timing alone, made by the caller of this function's caller (of `fn`, if given)."""
+    if _scaling is None:
+        return 1.0
+    if _running:
+        return _running[-1]
+    return _scaling([fn] if fn is not None else [], sys._getframe(2))[0]
+
+
+def elapsed(start: float) -> float:
+    """Return the seconds since `start`, a `now()` reading: for a span that a `with Timer()` cannot wrap."""
+    return (now() - start) * _alone()
 
 
 def _time(fn: Callable[[], Any], device: torch.device | str | None) -> float:
@@ -51,18 +79,16 @@ def _time(fn: Callable[[], Any], device: torch.device | str | None) -> float:
 class Timer:
     """Time a block, synchronising CUDA before both clock reads.
 
-    `contender` names what is timed, for the warp (`warp.py`); without it, the line that makes the Timer does.
-
     >>> with Timer() as t:
     ...     _ = sum(range(1000))
     >>> t.seconds > 0
     True
     """
 
-    def __init__(self, device: torch.device | str | None = None, contender: Hashable | None = None) -> None:
+    def __init__(self, device: torch.device | str | None = None) -> None:
         self.device = device
         self.seconds = float("nan")
-        self._factor = warp.site_factor() if contender is None else warp.factor(contender)
+        self._factor = _alone()
 
     def __enter__(self) -> Timer:
         sync(self.device)
@@ -87,14 +113,9 @@ def measure(
     repeat: int | None = None,
     warmup: int | None = None,
     device: torch.device | str | None = None,
-    contender: Hashable | None = None,
 ) -> list[float]:
-    """Call `fn` `warmup` times untimed, then `repeat` times timed; return the seconds of each call.
-
-    `contender` names what is timed, for the warp (`warp.py`); without it, the line that calls `measure` does.
-    """
-    factor = warp.site_factor() if contender is None else warp.factor(contender)
-    return _rounds({"fn": fn}, {"fn": factor}, _counts(repeat, warmup), device)["fn"]
+    """Call `fn` `warmup` times untimed, then `repeat` times timed; return the seconds of each call."""
+    return _rounds({"fn": fn}, {"fn": _alone(fn)}, _counts(repeat, warmup), device)["fn"]
 
 
 def interleaved(
@@ -112,13 +133,13 @@ def interleaved(
     that no contender always runs right after the same neighbour, whose spinning threads or evicted caches it
     would inherit. `desc` shows a progress bar over the rounds.
     """
-    return _rounds(fns, warp.factors(fns), _counts(repeat, warmup), device, desc, shuffle)
+    return _rounds(fns, factors(fns), _counts(repeat, warmup), device, desc, shuffle)
 
 
 def _rounds(
     fns: Mapping[K, Callable[[], Any]], factors: Mapping[K, float], counts: tuple[int, int], *how: Any
 ) -> dict[K, list[float]]:
-    """`interleaved` with `counts` = (repeat, warmup) checked, each contender's seconds times its warp factor.
+    """`interleaved` with `counts` = (repeat, warmup) checked, each contender's seconds times its factor.
 
     `how`: device, then optionally desc and shuffle, as in `interleaved`.
     """
@@ -132,8 +153,17 @@ def _rounds(
     for _ in rounds:
         names = order.sample(list(fns), len(fns)) if shuffle else list(fns)
         for name in names:
-            seconds[name].append(_time(fns[name], device) * factors[name])
+            seconds[name].append(_timed(fns[name], device, factors[name]))
     return seconds
+
+
+def _timed(fn: Callable[[], Any], device: torch.device | str | None, factor: float) -> float:
+    """Return one call of `fn`'s seconds times `factor`, the factor of any timing inside it too."""
+    _running.append(factor)
+    try:
+        return _time(fn, device) * factor
+    finally:
+        _running.pop()
 
 
 def interleaved_until_steady(
@@ -155,8 +185,8 @@ def interleaved_until_steady(
     from .stats import median, median_interval
 
     start = now()
-    factors = warp.factors(fns)
-    seconds = _rounds(fns, factors, _counts(rounds, warmup), device, None, True)
+    scaled = factors(fns)
+    seconds = _rounds(fns, scaled, _counts(rounds, warmup), device, None, True)
     deadline = now() + (budget - 1) * (now() - start)
     order = random.Random(1)
     while now() < deadline:
@@ -165,7 +195,7 @@ def interleaved_until_steady(
         if (high - low) / 2 <= halfwidth * median(ratios):
             break
         for name in order.sample(list(fns), len(fns)):
-            seconds[name].append(_time(fns[name], device) * factors[name])
+            seconds[name].append(_timed(fns[name], device, scaled[name]))
     return seconds
 
 

@@ -142,7 +142,7 @@ def worker_memory(dataset: Dataset, num_workers: int, batch_size: int = 256) -> 
     for i, batch in enumerate(loader):
         n += len(batch)
         if i == len(loader) - 1:  # every sample has been read; workers are still alive
-            seconds = measure.elapsed(start, contender=("worker_memory", num_workers))
+            seconds = measure.elapsed(start)
             snapshot = measure.memory_by_process()
     workers = [r for r in snapshot if r["role"] == "worker"]
     main = next(r for r in snapshot if r["role"] == "main")

@@ -22,7 +22,7 @@ import psutil
 import torch
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book.source import show_code
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.experiments.bandwidth import numpy_copy, torch_copy
 from fastloops_helpers.measure import capabilities, plots
@@ -192,7 +192,7 @@ print("saved", path.name)
 # what each needs:
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers.book import claims
+from fastloops_book import claims
 
 checked = {"timer_sleep_ratio": figures, "cache_over_ram_copy": bw.figures}  # measured and saved above
 for name in checked:

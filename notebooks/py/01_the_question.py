@@ -14,7 +14,7 @@
 # more (DataLoader without workers, DataLoader over a `__getitems__` Dataset, the slide's own custom loader) and
 # the helpers' `BatchLoader`, and answer the question with a table. Every loop is on screen before it is timed.
 # The figures are computed by `experiments.loops.measure_loops(...)`, called with this notebook's defaults and the
-# loops its cells define; the benchmark `python -m fastloops_helpers.book.bench loops` calls the same function with
+# loops its cells define; the benchmark `python -m fastloops_book.bench loops` calls the same function with
 # the scale's sizes and the package's copy of those cells, so this notebook and the benchmark report one measurement.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers import BatchLoader, config, measure
-from fastloops_helpers.book.source import show_code
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import loops
 from fastloops_helpers.load.getitems import BatchRowDataset, GetItemsMixin, RowDataset, collate_batch
 from fastloops_helpers.measure import plots
@@ -308,7 +308,7 @@ if "dataloader_workers_over_numpy" in result.figures:
 # checked and what each needs:
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers.book import claims
+from fastloops_book import claims
 
 checked = ("dataloader_nw0_over_numpy", "dataloader_workers_over_numpy", "dataloader_nw0_over_helpers",
            "helpers_over_numpy")

@@ -25,8 +25,8 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.load import getitems, rows
 from fastloops_helpers.load.batch_loader import BatchLoader
 from fastloops_helpers.load.getitems import (BatchRowDataset, GetItemsMixin, RowDataset, SampleListDataset,
@@ -86,7 +86,7 @@ assert same and torch.equal(batched_fetch(xx, index), index)  # xx[i] is i
 # a new tensor object): 100 of them plus `torch.stack` cost 100 x (0.5 to 2 µs), some 50-200 µs. One indexing
 # call with a tensor of 100 indices pays that [overhead](https://horace.io/brrr_intro.html) once (2 to 10 µs) and copies 800 bytes. So a ratio
 # between 50 / 10 = 5x and 200 / 2 = 100x. The cell below times the two functions above, interleaved,
-# many calls per round; `python -m fastloops_helpers.book.bench getitem` saves the same figures.
+# many calls per round; `python -m fastloops_book.bench getitem` saves the same figures.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 slide_fns = {"per_sample": lambda: per_sample_fetch(xx, range(100)), "batched": lambda: batched_fetch(xx, index)}
@@ -223,7 +223,7 @@ def per_row_stack(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # `per_batch` makes one shuffled epoch of a gather: a permutation cut into batches, one call per batch. The
 # cells below time an epoch of each primitive, interleaved over rounds in a new order each round, plus `BatchLoader`
-# (`python -m fastloops_helpers.book.bench gather` runs this notebook and saves the same figures). The loader cuts
+# (`python -m fastloops_book.bench gather` runs this notebook and saves the same figures). The loader cuts
 # the epoch's permutation into chunks of about 512 KiB of rows and gathers each chunk with `rows.gather` (shown in
 # the sweep section), which picks `np.take` or `index_select`:
 

@@ -21,7 +21,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler, RandomSampler
 
 from fastloops_helpers import BatchLoader, config, measure
-from fastloops_helpers.book.source import show_code
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import loops
 from fastloops_helpers.load.order import EpochOrder, epoch_order
 from fastloops_helpers.measure import plots
@@ -43,7 +43,7 @@ slow_epochs = config.size("loops.worker_epochs")    # timed epochs of the per-sa
 #
 # It keeps a permutation and a cursor; `__next__` hands out the next slice of the permutation as a batch. The class
 # lives in the package (`fastloops_helpers.teach.slide_code.FastDataloader`), because notebook 01 and
-# `python -m fastloops_helpers.book.bench loops` time it too; the cell renders the code that runs.
+# `python -m fastloops_book.bench loops` time it too; the cell renders the code that runs.
 
 # %% slideshow={"slide_type": "-"}
 show_code(FastDataloader)
@@ -250,7 +250,7 @@ else:
 # claims registry holds the thresholds; nbval compares only which claims are checked and what each needs:
 
 # %% slideshow={"slide_type": "-"}
-from fastloops_helpers.book import claims
+from fastloops_book import claims
 
 figures = {f"{t.split()[0]}_{k}_ms".replace(" ", "_").replace("-", "_"): v for (t, k), v in ms.items()}
 checked = ("index_only_custom_over_dataloader", "index_only_batchloader_over_dataloader",

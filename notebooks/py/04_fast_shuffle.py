@@ -27,8 +27,8 @@ import pandas as pd
 import torch
 
 from fastloops_helpers import BatchLoader, config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import ffcv_io
 from fastloops_helpers.experiments import bandwidth
 # VARIANTS: the inner shuffles grouped_permutation reuses (16); _check: the argument check the orders share

@@ -23,8 +23,8 @@ import pandas as pd
 import torch
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.measure import plots
 
@@ -45,7 +45,7 @@ print("sizes (MiB):", [n * dtype.itemsize / 2**20 for n in sizes])
 # The slide names the kind of op that fuses (elementwise add and multiply, `sin`, `cos`, `sigmoid`) but shows no
 # code. Here is the chain this notebook times: six pointwise ops, each of which eager PyTorch runs as its own
 # kernel. The cell is the lesson's source, and the benchmark
-# (`python -m fastloops_helpers.book.bench fusion`) runs this notebook, so it times this cell too:
+# (`python -m fastloops_book.bench fusion`) runs this notebook, so it times this cell too:
 
 # %% slideshow={"slide_type": "-"}
 def chain(x: torch.Tensor) -> torch.Tensor:

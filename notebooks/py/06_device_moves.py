@@ -24,8 +24,8 @@ import pandas as pd
 import torch
 
 from fastloops_helpers import config, measure, tree
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import bandwidth
 from fastloops_helpers.load.move import move_to
 from fastloops_helpers.measure import plots

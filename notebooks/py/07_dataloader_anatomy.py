@@ -33,8 +33,8 @@ import torch
 from torch.utils.data import DataLoader, default_collate
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import broken, jpeg_folder
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder, write_synthetic_imagefolder
 from fastloops_helpers.load import prefetch, process_prefetch

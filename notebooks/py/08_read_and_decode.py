@@ -26,8 +26,8 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import decoders, storage
 from fastloops_helpers.data.storage import CHUNK
 from fastloops_helpers.experiments import bandwidth
@@ -209,7 +209,7 @@ def decode_scaling(decode: decoders.Decoder, sizes_px: tuple[int, ...], count: i
     for px in sizes_px:
         blobs = decoders.encode_jpegs(count, px, quality)
         rows.append({"px": px, "pixels": px * px, "kb_per_image": np.mean([len(b) for b in blobs]) / 1e3,
-                     "s_per_image": 1 / decoders.images_per_second(decode, blobs, contender=("decode", px))})
+                     "s_per_image": 1 / decoders.images_per_second(decode, blobs)})
     return pd.DataFrame(rows)
 
 
@@ -422,7 +422,7 @@ def transparent_hugepages() -> str:
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 big = np.ones(copy_mb * 2**20 // 4, np.float32)
 for name in ("torch.tensor(a)", "torch.from_numpy(a)"):
-    seconds = measure.median(measure.measure(lambda: conversions[name][0](big), repeat=5, warmup=1, contender=name))
+    seconds = measure.median(measure.measure(lambda: conversions[name][0](big), repeat=5, warmup=1))
     measure.show(f"{name} of {copy_mb} MiB", seconds)
     rows.append({"conversion": name, "mib": copy_mb, "seconds": seconds})
 parts = copy_parts(big.nbytes)
@@ -555,7 +555,7 @@ def gpu_copy_rows(nbytes: int, repeat: int = 10) -> tuple[list[dict[str, Any]], 
         skipped["PyCUDA memcpy_htod_async"] = f"{exc} (pip install pycuda: it builds against the CUDA toolkit)"
     rows = []
     for name, fn in ways.items():
-        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2, contender=name))
+        t = measure.median(measure.measure(fn, repeat=repeat, warmup=2))
         rows.append({"way": name, "mb": nbytes / 2**20, "ms": t * 1e3, "gb_per_s": nbytes / t / 1e9})
     return rows, skipped
 
@@ -578,7 +578,7 @@ def tensorrt_rows(model: torch.nn.Module, x: torch.Tensor, repeat: int = 20) -> 
     rows = [{"way": "TensorRT build (once)", "ms": build.seconds * 1e3}]
     with torch.inference_mode():
         for name, fn in {"eager (GPU)": lambda: model(x), "TensorRT engine, FP16": lambda: engine(x)}.items():
-            seconds = measure.measure(fn, repeat=repeat, device="cuda", contender=name)
+            seconds = measure.measure(fn, repeat=repeat, device="cuda")
             rows.append({"way": name, "ms": measure.median(seconds) * 1e3})
     return rows, ""
 

@@ -31,8 +31,8 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import memmap
 from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder
@@ -661,7 +661,7 @@ def sweep(prep, split, workers, batch_size, repeat, tutorial):
         with warnings.catch_warnings():  # more workers than cores is part of the sweep, not a mistake here
             warnings.filterwarnings("ignore", message=".*worker processes in total.*")
             loader = make_loader(prep, split, pipeline, w, threads, batch_size, tutorial)
-            timed = imagefolder.images_per_second(loader, repeat, contender=(split, pipeline, w, threads))
+            timed = imagefolder.images_per_second(loader, repeat)
         del loader  # stop persistent workers before the next configuration
         rows.append({"split": split, "pipeline": pipeline, "num_workers": w, "num_threads": threads,
                      "batch_size": batch_size, **timed})

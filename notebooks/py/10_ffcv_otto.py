@@ -34,8 +34,8 @@ import torch
 from torch import nn
 
 from fastloops_helpers import BatchLoader, config, measure, move_to
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import ffcv_io, otto_csv
 from fastloops_helpers.experiments.training import SKIP, Step, batch_times, table, train_step
 from fastloops_helpers.measure import plots
@@ -444,7 +444,7 @@ def seed_protocol(
     (`skip=0`: every batch, the first with the start of the epoch's iterator). No warm-up epoch. The seed ran
     one loader's epochs, then the other's; here the loaders take turns, one epoch each per round in a new order,
     so a slow spell of the machine hits them alike. Each loader keeps one model from `step_factory` through all
-    its epochs, as the seed's shared model did; the loader's name is its contender for the warp (`measure.warp`).
+    its epochs, as the seed's shared model did.
     """
     steps = {name: step_factory() for name in loaders}
     times: dict[str, list[float]] = {name: [] for name in loaders}
@@ -457,7 +457,7 @@ def seed_protocol(
                 steps[name](x, y)  # the seed: x = x.cuda(); y = y.cuda().flatten(); loss = critetion(model(x), y)
                 measure.sync(device)  # torch.cuda.synchronize()
                 if i > skip - 1:  # the seed's `if i > 10`, with skip = SEED_SKIP = 11
-                    times[name].append(measure.elapsed(now, name))
+                    times[name].append(measure.elapsed(now))
                 now = measure.now()
     return times
 

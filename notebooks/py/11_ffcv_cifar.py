@@ -34,8 +34,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fastloops_helpers import BatchLoader, config, measure, move_to
-from fastloops_helpers.book import bench, claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import bench, claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import cifar10, ffcv_io, memmap
 from fastloops_helpers.experiments import training
 from fastloops_helpers.load import crop_window, transforms

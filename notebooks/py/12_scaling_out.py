@@ -29,7 +29,7 @@ import torch
 from torch import nn
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book.source import show_code
+from fastloops_book.source import show_code
 from fastloops_helpers.experiments import distributed
 from fastloops_helpers.measure import plots
 from fastloops_helpers.models import MLP

@@ -14,9 +14,9 @@
 # figures honest:
 #
 # - **one producer per figure**: a figure name has one meaning and one producer, the notebook that printed it in
-#   this run; a benchmark (`python -m fastloops_helpers.book.bench NAME`) is another run, so its figures appear only
+#   this run; a benchmark (`python -m fastloops_book.bench NAME`) is another run, so its figures appear only
 #   in their own labelled table at the end, never in place of a notebook's;
-# - **one registry of seed figures and thresholds** (`fastloops_helpers.book.claims`): every notebook's reproduction
+# - **one registry of seed figures and thresholds** (`fastloops_book.claims`): every notebook's reproduction
 #   check prints its verdict through `claims.check`, and this notebook reads the same rows.
 #
 # Run it after the others (`make reproduce` does); a notebook that has not run yet shows as *not measured*.
@@ -25,9 +25,9 @@
 import pandas as pd
 
 from fastloops_helpers import config
-from fastloops_helpers.book import runs
-from fastloops_helpers.book import report
-from fastloops_helpers.book import claims
+from fastloops_book import runs
+from fastloops_book import report
+from fastloops_book import claims
 
 folder = config.results_dir()
 docs = runs.load(folder)
@@ -50,7 +50,7 @@ saved = pd.DataFrame([{"notebook": name, "scale": d["provenance"].get("scale"), 
 saved
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
-from fastloops_helpers.book import notebooks as runner
+from fastloops_book import notebooks as runner
 
 times = runner.load_times(folder / runner.TIMES_FILE)
 print("left over from an earlier run:", ", ".join(runs.stale(docs, times)) or "none")
@@ -138,7 +138,7 @@ print("did not pay off here:", "; ".join(f"{r['do this']} ({r['payoff here (x)']
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The benchmarks, as their own run
 #
-# `python -m fastloops_helpers.book.bench NAME` calls the same experiment functions as the notebooks but is another
+# `python -m fastloops_book.bench NAME` calls the same experiment functions as the notebooks but is another
 # run (often at another moment, with another load on the machine), so its figures are shown apart, against the
 # targets the project set for a quiet machine (`claims.TARGETS`). A target missed here while the notebook's
 # claim holds usually means the benchmark ran on a busy machine.

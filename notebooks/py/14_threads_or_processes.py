@@ -38,8 +38,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers import ThreadLoader, config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data.jpeg_folder import ImageFolder, pil_loader, synthetic_imagefolder
 from fastloops_helpers.experiments import imagefolder as imf
 from fastloops_helpers.load import transforms as T

@@ -36,8 +36,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from fastloops_helpers import CUDAPrefetcher, ThreadLoader, ThreadPrefetcher, config, measure
-from fastloops_helpers.book import bench, claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import bench, claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import memmap
 from fastloops_helpers.data import otto_csv as otto
 from fastloops_helpers.data.jpeg_folder import ImageFolder, synthetic_imagefolder

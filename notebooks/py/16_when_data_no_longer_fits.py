@@ -44,14 +44,14 @@ import psutil
 import torch
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.book import claims
-from fastloops_helpers.book.source import show_code
+from fastloops_book import claims
+from fastloops_book.source import show_code
 from fastloops_helpers.data import ffcv_io, memmap, shards, store
 from fastloops_helpers.data.jpeg_folder import write_synthetic_imagefolder
 from fastloops_helpers.doctor import diagnose
 from fastloops_helpers.load import stream
 from fastloops_helpers.load.batch_loader import BatchLoader
-from fastloops_helpers.measure import timeline, warp
+from fastloops_helpers.measure import timeline
 from fastloops_helpers.teach.quasi_random import batch_class_entropy
 
 pd.set_option("display.width", 200)
@@ -394,12 +394,12 @@ def fresh_id(name):
 def wire_epoch(name, s, src, batch_size, ahead):
     """Read one epoch of reader `name` with decoding off; return img/s, first batch, bytes, CPU and wire figures."""
     who = fresh_id(name)
-    with measure.Timer(contender=("setup", name)) as setup:  # one contender per reader, for the warp
+    with measure.Timer() as setup:
         source = reader(name, s, who, src, ahead)
     cpu0 = cpu_seconds(s.process.pid)
-    with measure.Timer(contender=("epoch", name)) as t:
+    with measure.Timer() as t:
         it = iter(stream.Batches(source, batch_size, px=0, decode=False))
-        with measure.Timer(contender=("first batch", name)) as first:
+        with measure.Timer() as first:
             n = len(next(it)[1])
         n += sum(len(y) for _, y in it)
     cpu, got, conns = cpu_seconds(s.process.pid) - cpu0, s.bytes_read().get(who, 0), connections(name, ahead)
@@ -415,7 +415,7 @@ def wire_epoch(name, s, src, batch_size, ahead):
 def decode_pass(make, images, exclude, log):
     """Return a pass that takes `images` images from a fresh `make()` loader and logs its seconds and CPU seconds.
 
-    The seconds (`s`, unwarped) are the loader's alone: the CPU readings, a walk over the process tree that takes
+    The seconds (`s`) are the loader's alone: the CPU readings, a walk over the process tree that takes
     milliseconds on a busy machine, are left out of them.
     """
     def one():
@@ -425,7 +425,7 @@ def decode_pass(make, images, exclude, log):
             n += len(y)
             if n >= images:
                 break
-        seconds = measure.now() - start
+        seconds = measure.elapsed(start)
         log.append({"images": n, "cpu_s": cpu_seconds(exclude) - cpu0, "s": seconds})
         return n
 
@@ -458,8 +458,7 @@ def readers_table(data, profile, batch_size, px, threads, decode_images, ahead, 
         passes = decoding_passes(data, s, batch_size, px, threads, decode_images, ahead, logs)
         rows |= {name: {"reader": name, "profile": "local"} for name in passes if name not in rows}
         measure.interleaved(passes, repeat=rounds, warmup=1 if data.beton is not None else 0, shuffle=True)
-    factors = warp.factors(passes)  # as interleaved warps its own timings (off unless FASTLOOPS_WARP is set)
-    seconds = {name: [d["s"] * factors[name] for d in logs[name][-rounds:]] for name in passes}
+    seconds = {name: [d["s"] for d in logs[name][-rounds:]] for name in passes}
     for name, row in rows.items():
         done = logs[name][-rounds:]
         row["img_per_s"] = done[0]["images"] / measure.median(seconds[name])
@@ -626,7 +625,7 @@ def process_cpu_s(pid):
 def ceiling_round(store_pid, urls, in_flight):
     """Read all of `urls` once with `parallel_gets`; return the bytes/s and the store's CPU share while it ran."""
     cpu0, start = process_cpu_s(store_pid), measure.now()
-    with measure.Timer(contender=("raw GETs", in_flight)) as t:  # timed as a contender: the warp sees it
+    with measure.Timer() as t:
         n = parallel_gets(urls, in_flight)
     wall = measure.now() - start
     return {"bytes_per_s": n / t.seconds, "store_cpu_share": (process_cpu_s(store_pid) - cpu0) / wall}
@@ -861,7 +860,7 @@ def buffer_cost(data, profile, buffer, batch_size, ahead, rounds):
         def epoch(size):
             def one():
                 samples = stream.ShuffleBuffer(reader("pyarrow Parquet", s, fresh_id("buffer"), src, ahead), size)
-                with measure.Timer(contender=("first batch", size)) as t:
+                with measure.Timer() as t:
                     it = iter(stream.Batches(samples, batch_size, px=0, decode=False))
                     next(it)
                 first[size].append(t.seconds)

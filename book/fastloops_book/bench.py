@@ -23,7 +23,8 @@ from typing import Any
 
 import pandas as pd
 
-from .. import config, measure
+from fastloops_helpers import config, measure
+
 from . import as_script, claims
 
 
@@ -35,7 +36,7 @@ def benchmarks() -> dict[str, dict[str, Any]]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments and run the benchmarks asked for."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.bench", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.bench", description=__doc__)
     parser.add_argument("name", nargs="*", help="benchmark name(s), or 'all'")
     parser.add_argument("--scale", choices=config.PROFILES, help="size profile (default: FASTLOOPS_SCALE or workshop)")
     parser.add_argument("--out", help="JSON path (default results/bench-NAME.json; one name only)")

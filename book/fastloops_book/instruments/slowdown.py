@@ -1,4 +1,4 @@
-"""Slow a function down in place: the liveness check's instrument (book/liveness.py explains the check).
+"""Slow a function down in place: the liveness check's instrument (`liveness.py` explains the check).
 
 `slowed_source(cell)` rewrites a cell's functions, `slow(obj, ...)` replaces a package function's code object
 (so every reference to it runs the slowed code, workers forked later included), `slow_inherited()` repeats in
@@ -13,7 +13,6 @@ import copy
 import importlib
 import inspect
 import os
-import sys
 import textwrap
 import time
 from typing import Any
@@ -24,7 +23,7 @@ SLEEP_S = 0.002  # the least a slowed call (or the stretch between two yields) i
 SLOWDOWN = 3  # a shown function takes this many times as long (x3 against x1.5: a busy machine's swings pass)
 START = "_liveness_t = _liveness_now()"
 SLEEP = "_liveness_stall(_liveness_t, {s})"
-IMPORT = "from fastloops_helpers.measure.slowdown import now as _liveness_now, stall as _liveness_stall"
+IMPORT = "from fastloops_book.instruments.slowdown import now as _liveness_now, stall as _liveness_stall"
 INHERIT = "FASTLOOPS_LIVENESS_SLOWED"  # "module:qualname:seconds;..." slowed in a liveness run's kernel
 
 
@@ -124,15 +123,13 @@ def slow(*objs: Any, seconds: float = SLEEP_S) -> list[str]:
 def slow_inherited() -> list[str]:
     """Slow what the liveness run's kernel slowed (`INHERIT`), in a process it started; return what was slowed.
 
-    For package code run by `python -m MODULE` (torchrun's ranks): MODULE's own functions are those of
-    `__main__`. Outside a liveness run it does nothing.
+    Called by `hooks.install` in every process a liveness run starts, once the library is imported (torchrun's
+    ranks run `main` of their module by its name, not as `__main__`). Outside a liveness run it does nothing.
     """
-    main = sys.modules.get("__main__")
-    main_name = getattr(getattr(main, "__spec__", None), "name", None)
     done = []
     for entry in filter(None, os.environ.get(INHERIT, "").split(";")):
         module, qualname, seconds = entry.rsplit(":", 2)
-        obj: Any = main if module == main_name else importlib.import_module(module)
+        obj: Any = importlib.import_module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part, None)  # None for a nested function (`<locals>`): not reachable by name
         for func in _targets(obj) if obj is not None else []:

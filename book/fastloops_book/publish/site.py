@@ -1,6 +1,6 @@
 """Build a static site of the executed notebooks for self-study, from their stored outputs.
 
-`python -m fastloops_helpers.book.publish.site [--out results/site] [--results results]` writes one HTML page
+`python -m fastloops_book.publish.site [--out results/site] [--results results]` writes one HTML page
 per notebook (with previous / index / next links and the machine the outputs came from), an index with the
 sequence (each notebook's title and question), the seeds' claims, and, when `make reproduce` has written
 results/REPORT.md, that report with its figures. Nothing is re-executed and nothing is fetched: open
@@ -17,7 +17,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import config
+from fastloops_helpers import config
+
 from . import api, offline
 
 HARDWARE = re.compile(r"^.+\(\d+c/\d+t\), \d+ GiB RAM, .+ \| python .+$")  # measure.hardware_line()'s shape
@@ -287,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
     """Build the site and print how to open it."""
     from ..notebooks import notebook_paths
 
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.publish.site")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.site")
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     parser.add_argument("--out", type=Path, help="output folder (default results/site)")
     parser.add_argument("--results", type=Path, help="saved results and REPORT.md (default results/)")

@@ -1,6 +1,6 @@
 """Give every cell of a notebook slide metadata, so that a deck has one idea per slide.
 
-`python -m fastloops_helpers.book.publish.slides tag [NOTEBOOK ...]` writes the metadata (every notebook by
+`python -m fastloops_book.publish.slides tag [NOTEBOOK ...]` writes the metadata (every notebook by
 default; idempotent: a second run changes nothing); `... check` exits 1 and names the notebooks whose
 metadata differs from what `tag` would write. The rules depend only on the cells, so re-running after an
 edit gives the same deck structure everywhere:
@@ -32,7 +32,7 @@ OUTPUT_LINES_SHOWN = 12  # long outputs scroll inside their slide; count only wh
 WRAP = 90  # characters per rendered line of prose
 _HEADING = re.compile(r"^(#{1,6}) ")
 _SAVES = re.compile(r"save_results\(")
-COMMAND = "make slides-meta   (python -m fastloops_helpers.book.publish.slides tag)"
+COMMAND = "make slides-meta   (python -m fastloops_book.publish.slides tag)"
 
 
 def heading_level(source: str) -> int:
@@ -154,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     """Tag notebooks with slide metadata, or check that they carry what `tag` would write."""
     import nbformat
 
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.publish.slides")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.slides")
     parser.add_argument("command", choices=["tag", "check"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)

@@ -1,7 +1,7 @@
 """Is what a notebook shows what it runs? Slow down every function it shows, run it, and see every figure move.
 
 The edited run does what a student would: every function and method defined in a code cell is made
-`measure.slowdown.SLOWDOWN` times as slow, and at least `SLEEP_S` slower, per call and per stretch between two
+`instruments.slowdown.SLOWDOWN` times as slow, and at least `SLEEP_S` slower, per call and per stretch between two
 `yield`s (it sleeps that much longer, in a `finally` and before each yield), and every package object the
 notebook renders with `show_code(...)` is slowed the same way in the kernel (its code object is replaced, so
 every reference to it, workers forked later included, runs the slow copy). Solution cells are left out of both runs.
@@ -10,10 +10,11 @@ way by at least `FACTOR` against an unedited run. A figure that does not move wa
 notebook does not show.
 
 Package code that runs in a process the notebook starts afresh (torchrun's ranks) is slowed there too: in the
-slowed run, `slow` lists what it slowed in the environment (`INHERIT`), and that process's main calls
-`measure.slowdown.slow_inherited()`.
+slowed run, `slow` lists what it slowed in the environment (`INHERIT`), and the run's `instruments/site` on
+the PYTHONPATH makes every Python process started later call `instruments.slowdown.slow_inherited()` as soon as
+it imports the library. No entry point calls it.
 
-`python -m fastloops_helpers.book.liveness notebooks/NN_topic.ipynb ...` prints the figures, both runs side by
+`python -m fastloops_book.liveness notebooks/NN_topic.ipynb ...` prints the figures, both runs side by
 side, at the smoke scale; `tests/test_liveness.py` runs it on every timing notebook.
 """
 
@@ -29,7 +30,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..measure.slowdown import IMPORT, INHERIT, SLEEP_S, parseable, slowed_source
+from . import runner
+from .instruments.slowdown import IMPORT, INHERIT, SLEEP_S, parseable, slowed_source
 
 FACTOR = 1.5  # a duration must grow, a rate shrink, at least this much
 DURATION = re.compile(r"(?:^|_)(?:s|ms|us|ns)(?:_|$)")
@@ -50,7 +52,8 @@ def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
         cells.append(cell)
         shown = _shown_objects(cell.source)
         if shown:
-            cells.append(_new_cell(f"__import__('fastloops_helpers.measure.slowdown').measure.slowdown.slow({shown})"))
+            slow = "__import__('fastloops_book.instruments.slowdown').instruments.slowdown.slow"
+            cells.append(_new_cell(f"{slow}({shown})"))
     out.cells = cells
     return out
 
@@ -74,17 +77,9 @@ def _without_solutions(nb: Any) -> Any:
 
 def run(nb: Any, folder: Path, results: Path) -> dict[str, float]:
     """Execute `nb` at the smoke scale, unwarped, saving into `results`; return every figure it saved."""
-    from nbclient import NotebookClient
-
     env = {k: v for k, v in os.environ.items() if k != "FASTLOOPS_WARP"}
     env |= {"FASTLOOPS_SCALE": "smoke", "FASTLOOPS_RESULTS": str(results), INHERIT: ""}
-    NotebookClient(
-        nb,
-        kernel_name="python3",
-        timeout=900,
-        resources={"metadata": {"path": str(folder)}},
-        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-    ).execute(env=env)
+    runner.in_kernel(nb, folder, env, timeout=900)
     figures: dict[str, float] = {}
     for path in sorted(results.glob("*.json")):
         figures |= {f"{path.stem}:{k}": v for k, v in json.loads(path.read_text()).get("figures", {}).items()}

@@ -1,6 +1,6 @@
 """Render a notebook as an offline reveal.js slide deck from its stored outputs (no re-execution).
 
-`python -m fastloops_helpers.book.publish.deck NOTEBOOK [--out results/slides]` writes OUT/NN_topic.slides.html
+`python -m fastloops_book.publish.deck NOTEBOOK [--out results/slides]` writes OUT/NN_topic.slides.html
 and a copy of reveal.js beside it (OUT/reveal.js/), so the folder opens from disk or any static server
 with no network. reveal.js comes from the installed `sphinx-revealjs` package (the `docs` extra), which
 ships its built files; set FASTLOOPS_REVEALJS to another reveal.js 4/5 folder (one with dist/ and plugin/)
@@ -16,7 +16,8 @@ import shutil
 import sys
 from pathlib import Path
 
-from ... import config
+from fastloops_helpers import config
+
 from . import offline, slides
 
 REVEAL_PARTS = ("dist/reveal.js", "dist/reveal.css", "dist/reset.css", "dist/theme", "plugin/notes/notes.js")
@@ -99,7 +100,7 @@ def render(path: Path, out: Path | None = None) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     """Render the given notebooks as decks and print where they are."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.publish.deck")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.deck")
     parser.add_argument("notebooks", nargs="+", help="notebook paths, e.g. notebooks/07_dataloader_anatomy.ipynb")
     parser.add_argument("--out", type=Path, help="output folder (default results/slides)")
     args = parser.parse_args(argv)

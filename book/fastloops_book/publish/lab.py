@@ -1,6 +1,6 @@
 """Start JupyterLab on this machine's loopback in notebooks/, as any user (root too), with no network calls.
 
-`python -m fastloops_helpers.book.publish.lab [--port N] [--root DIR]` (what `make lab` runs) picks a free port
+`python -m fastloops_book.publish.lab [--port N] [--root DIR]` (what `make lab` runs) picks a free port
 from 8888 up, prints the URL to open (with its token), then replaces itself with `jupyter lab`. Explained in
 README.md, "Present and read".
 """
@@ -14,7 +14,7 @@ import socket
 import sys
 from pathlib import Path
 
-from ... import config
+from fastloops_helpers import config
 
 CONFIG = Path(__file__).with_name("jupyter")  # labconfig/: never ask to fetch news (JUPYTER_CONFIG_PATH)
 HOST = "127.0.0.1"  # loopback only: a lecture-room network never sees the server
@@ -69,7 +69,7 @@ def url(port: int, token: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Print where JupyterLab will listen, then exec it."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.publish.lab")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.lab")
     parser.add_argument("--port", type=int, help="port on 127.0.0.1 (default: the first free one from 8888)")
     parser.add_argument("--root", type=Path, default=config.project_root() / "notebooks", help="folder to open")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """One command for a GPU machine: the CUDA-capable tests, then every notebook, solutions included, and a report.
 
-`python -m fastloops_helpers.book.gpu_check [--scale S] [--parts a,b] [--reports DIR] [--mode kernel|script]`
+`python -m fastloops_book.gpu_check [--scale S] [--parts a,b] [--reports DIR] [--mode kernel|script]`
 (`make gpu-check`). It installs nothing and needs no network: each part runs with this interpreter, the project
 root first on PYTHONPATH, and one scratch data and results folder (notebook 13, last, reads what the others
 saved), in its own process group under its own timeout. A notebook runs in a Jupyter kernel where one is
@@ -31,9 +31,10 @@ from pathlib import Path
 
 import torch
 
-from .. import config
-from ..measure.clock import now
-from ..measure.provenance import cpu_name, git_state, hardware_line
+from fastloops_helpers import config
+from fastloops_helpers.measure.clock import now
+from fastloops_helpers.measure.provenance import cpu_name, git_state, hardware_line
+
 from . import bench, notebooks, report, runs
 
 TESTS = [
@@ -302,7 +303,7 @@ def out_folder(given: Path | None, gpu: bool) -> Path:
 def main(argv: list[str] | None = None) -> int:
     """Parse the arguments, run the parts with scratch data and results, write the report; 1 if a part failed."""
     gpu = torch.cuda.is_available()
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.gpu_check", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.gpu_check", description=__doc__)
     parser.add_argument("--scale", choices=config.PROFILES, default="gpu" if gpu else "smoke")
     parser.add_argument("--parts", default=",".join(ORDER), help="comma-separated parts: tests and notebook numbers")
     parser.add_argument("--reports", type=Path, help="the run's folder (default: reports/gpu/<machine>/ on a GPU)")

@@ -1,6 +1,6 @@
 """Write the students' copies of the notebooks for a workshop: the prose and code kept, nothing answered.
 
-`python -m fastloops_helpers.book.student [--out results/student] [NOTEBOOK ...]` writes one copy per notebook
+`python -m fastloops_book.student [--out results/student] [NOTEBOOK ...]` writes one copy per notebook
 with every output and execution count removed and each exercise's worked solution (a cell tagged `solution`)
 replaced by an empty cell to answer in. fastbook's "clean" notebooks are the model. Explained in README.md,
 "Present and read".
@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from .. import config
+from fastloops_helpers import config
+
 from .notebooks import SOLUTION, notebook_paths
 
 ANSWER_HERE = "# Your answer: change a knob or a few lines, run, and print what you find.\n"
@@ -51,7 +52,7 @@ def write(paths: list[Path], folder: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and write the copies."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.student", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.student", description=__doc__)
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     parser.add_argument("--out", type=Path, help="folder (default results/student)")
     args = parser.parse_args(argv)

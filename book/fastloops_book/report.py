@@ -1,6 +1,6 @@
 """Gather one run's saved results into REPORT.md, and rewrite the README's generated blocks from them.
 
-`python -m fastloops_helpers.book.report [--results DIR] [--readme README.md]`. The notebooks' figures come from
+`python -m fastloops_book.report [--results DIR] [--readme README.md]`. The notebooks' figures come from
 the notebooks (results/NN_name.json), one value per name; each benchmark's figures appear in its own table,
 named `bench-NAME.figure`, and never replace a notebook's. Explained in notebooks/13_conclusion.ipynb.
 """
@@ -14,7 +14,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import config, measure
+from fastloops_helpers import config, measure
+
 from . import notebooks, runs
 
 TIMES_FILE = notebooks.TIMES_FILE
@@ -207,7 +208,7 @@ def rewrite_readme(readme: Path, folder: Path) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """Build the report (and rewrite the README's generated blocks) and print where they are."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.report")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.report")
     parser.add_argument("--results", type=Path, help="folder of saved results (default results/)")
     parser.add_argument("--readme", type=Path, help="also rewrite this README's generated blocks")
     args = parser.parse_args(argv)

@@ -2,7 +2,7 @@
 
 Usage in a notebook's `## Reproduction check` (the cell nbval compares):
 
-    from fastloops_helpers.book import claims
+    from fastloops_book import claims
     claims.check("slide_100_speedup", figures)        # looks up the claim's figure in the dict you save
     claims.check("slide_100_speedup", single / batched)  # or pass the measured value itself
     claims.check("memmap_val_same_batches", torch.equal(a, b))   # a yes/no claim
@@ -28,7 +28,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ...measure.stats import decide
+from fastloops_helpers.measure.stats import decide
+
 from . import beyond, loaders, loop
 from .claim import (
     N01,
@@ -135,8 +136,8 @@ def get(name: str) -> Claim:
     """Return the registered claim `name`."""
     if name not in _BY_NAME:
         raise KeyError(
-            f"no claim named {name!r} in fastloops_helpers.book.claims.CLAIMS; add a row to its notebook's registry "
-            f"(book/claims/loop.py, loaders.py or beyond.py) "
+            f"no claim named {name!r} in fastloops_book.claims.CLAIMS; add a row to its notebook's registry "
+            f"(book/fastloops_book/claims/loop.py, loaders.py or beyond.py) "
             f"(known: {', '.join(sorted(_BY_NAME))})"
         )
     return _BY_NAME[name]
@@ -151,13 +152,14 @@ def _measured(claim: Claim, measured: Any) -> float | None:
         if claim.key != claim.name and claim.name in measured:
             raise ValueError(
                 f"the figures hold {claim.name!r}, but claim {claim.name!r} reads {claim.key!r}: one name, one "
-                f"number. Save the figure under one name, or drop the claim's figure= in its row under book/claims/"
+                f"number. Save the figure under one name, or drop the claim's figure= in its row under "
+                "book/fastloops_book/claims/"
             )
         return value_of(measured, claim.key)
     if measured is None:
         return None
     if _rounds(measured):
-        from ...measure import median
+        from fastloops_helpers.measure import median
 
         return median(measured)
     return float(bool(measured)) if isinstance(measured, bool) else float(measured)
@@ -166,7 +168,7 @@ def _measured(claim: Claim, measured: Any) -> float | None:
 def _interval(claim: Claim, measured: Any) -> tuple[float, float] | None:
     """Return the 95 % interval of the measured ratio, from per-round ratios or saved _ci figures (else None)."""
     if _rounds(measured):
-        from ...measure import median_interval
+        from fastloops_helpers.measure import median_interval
 
         return median_interval(measured)
     return saved_interval(measured, claim.key) if isinstance(measured, Mapping) else None
@@ -234,6 +236,6 @@ def check(name: str, measured: Any = None, why: str = "", device: str | None = N
 
 
 def _device() -> str:
-    from ... import config  # lazy: claims is read by the report without torch's device logic
+    from fastloops_helpers import config  # lazy: claims is read by the report without torch's device logic
 
     return str(config.device())

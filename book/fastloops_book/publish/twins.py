@@ -2,7 +2,7 @@
 
 A committed .ipynb carries its outputs, so a diff of its prose or code is hard to read; the twin holds the
 same cells (markdown as comments, cell tags and slide types on the `# %%` lines) and no outputs, so a
-review reads the twin's diff. `python -m fastloops_helpers.book.publish.twins write` regenerates every twin
+review reads the twin's diff. `python -m fastloops_book.publish.twins write` regenerates every twin
 (`make twins`); `... check` exits 1 and names the twins out of sync (also a test). The .ipynb stays the
 source: edit the notebook, then run `make twins`.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 FOLDER = "py"  # notebooks/py/, beside the notebooks it mirrors
 FORMAT = "py:percent"
-COMMAND = "make twins   (python -m fastloops_helpers.book.publish.twins write)"
+COMMAND = "make twins   (python -m fastloops_book.publish.twins write)"
 
 
 def twin_path(notebook: Path) -> Path:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     """Write the twins, or check that they match the notebooks."""
     from ..notebooks import notebook_paths
 
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.publish.twins")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.twins")
     parser.add_argument("command", choices=["write", "check"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)

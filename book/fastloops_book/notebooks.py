@@ -1,6 +1,6 @@
 """Execute the notebooks the way the stored outputs must be made, clean them, and refresh their run-time cards.
 
-`python -m fastloops_helpers.book.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
+`python -m fastloops_book.notebooks run [--inplace | --out DIR] [--html DIR] [--times FILE] [NOTEBOOK ...]`
 runs top to bottom in a fresh kernel with fd capture off (under pytest ipykernel does not capture fd-level
 output, so a reference made with it on would hold lines nbval never sees), no timing metadata; it stores each
 progress bar as its final line, saves the seconds per notebook and scale in results/notebook_times.json and,
@@ -8,9 +8,9 @@ with --inplace, rewrites each card's run-time line. `--scale` (default FASTLOOPS
 through its environment; this process's environment is left as it was.
 A card shows the run that made the notebook's stored outputs: only an --inplace run (`make notebooks`) is
 recorded for the cards. A run into --out (`make reproduce`) reports its times in results/REPORT.md and leaves
-the cards alone. `python -m fastloops_helpers.book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the
+the cards alone. `python -m fastloops_book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the
 saved in-place runs only.
-`python -m fastloops_helpers.book.notebooks hide-solutions [NOTEBOOK ...]` marks each solution cell's input and
+`python -m fastloops_book.notebooks hide-solutions [NOTEBOOK ...]` marks each solution cell's input and
 output hidden in JupyterLab (`metadata.jupyter.source_hidden` and `outputs_hidden`) and starts it with a line that
 gives nothing away (a collapsed cell shows its first line), as every run does.
 
@@ -25,15 +25,16 @@ import argparse
 import json
 import os
 import re
-import shutil
 import sys
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from .. import config, measure
-from ..atomic import atomic_write_text, staged
+from fastloops_helpers import config, measure
+from fastloops_helpers.atomic import atomic_write_text, staged
+
+from . import runner
+from .instruments.warp import SOLUTION_FIRST_LINE  # what a collapsed solution shows (its first line)
 
 NOTEBOOKS = "notebooks"
 CONCLUSION = "13_conclusion.ipynb"  # reads every other notebook's and benchmark's results: runs after them
@@ -46,7 +47,6 @@ _BAR_LINE = re.compile(r"^.*: *\d+%\|[# ]*\| \d+/\d+$")  # a finished bar of mea
 UNCOMPARED = "nbval-ignore-output"
 SOLUTION = "solution"  # a worked answer to an exercise: hidden in JupyterLab, folded on the site, not in slides
 HIDDEN = ("source_hidden", "outputs_hidden")  # JupyterLab collapses a cell's input and output under these flags
-SOLUTION_FIRST_LINE = "# Solution: try the exercise first"  # what a collapsed solution shows (its first line)
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -185,30 +185,15 @@ def kernel_env(scale: str) -> dict[str, str]:
 def execute(path: Path, out: Path, scale: str, timeout: int = 1800) -> float:
     """Execute notebook `path` in a fresh kernel at `scale`, write the cleaned result to `out`; return seconds."""
     import nbformat
-    from nbclient import NotebookClient
-    from traitlets.config import Config
 
     nb = nbformat.read(path, as_version=4)
-    sockets = Path(tempfile.mkdtemp(prefix="fastloops-kernel-"))
-    local = Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "ipc")}})  # not TCP in plain text
-    client = NotebookClient(
-        nb,
-        config=local,
-        kernel_name="python3",
-        timeout=timeout,
-        record_timing=False,
-        resources={"metadata": {"path": str(path.parent.resolve())}},
-        extra_arguments=["--IPKernelApp.capture_fd_output=False"],
-    )
-    timer = measure.Timer(device="cpu")
+    start = measure.now()
     try:
-        with timer:
-            client.execute(env=kernel_env(scale))
-    finally:
-        shutil.rmtree(sockets, ignore_errors=True)
+        nb = runner.in_kernel(nb, path.parent, kernel_env(scale), timeout)
+    finally:  # a failed run keeps what it printed up to the failure (nbclient fills `nb` as it goes)
         out.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(clean(nb), out)
-    return timer.seconds
+    return measure.now() - start
 
 
 def export_html(path: Path, folder: Path) -> Path:
@@ -339,7 +324,7 @@ def refresh_card(path: Path, times: dict[str, Any]) -> bool:
 
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the notebooks or refresh their cards."""
-    parser = argparse.ArgumentParser(prog="python -m fastloops_helpers.book.notebooks")
+    parser = argparse.ArgumentParser(prog="python -m fastloops_book.notebooks")
     parser.add_argument("command", choices=["run", "cards", "hide-solutions"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     where = parser.add_mutually_exclusive_group()

@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...measure.stats import HIGH, LOW, decide
+from fastloops_helpers.measure.stats import HIGH, LOW, decide
 
 REPRODUCED, NOT_REPRODUCED, NOT_MEASURED = "reproduced", "not reproduced here", "not measured"
 NEEDS_GPU, PUBLISHED, TIE = "needs a GPU", "published, not measurable here", "a tie on this machine"

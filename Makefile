@@ -7,10 +7,9 @@ PY      := $(VENV)/bin/python
 RESULTS := results
 PYTHON_VERSION ?= 3.12
 WHEELHOUSE ?= wheelhouse
-# make test's seed for the warp (book/fastloops_book/instruments/warp.py): each timed contender's durations x 1/16 to 16; WARP= turns it off
+# make test's seed for the warp (book/fastloops_book/instruments/warp.py): each timed contender's durations x 1/16 to 16; WARP= turns it off.
+# The runner starts pytest with the instruments' folder on PYTHONPATH, so every process below it installs the warp
 WARP    ?= 1
-# every process make test starts installs the warp from here (instruments/site/sitecustomize.py)
-INSTRUMENTS = $(CURDIR)/book/fastloops_book/instruments/site:$(CURDIR)/book
 # Native loggers that write below Python, to the terminal (a setting of your own wins): TensorFlow's INFO lines (its
 # CPU-feature banner) and oneDNN notice (tf.data, the one TensorFlow part timed here, runs no oneDNN kernel), and
 # the torch profiler's two trace lines per profile (kineto prints them at every level below 6, its errors too)
@@ -33,7 +32,7 @@ wheelhouse:  ## where the registry is reachable: wheels for an offline machine's
 test:  ## unit tests + nbval over every notebook at the smoke scale, durations warped (a timing-dependent compared cell fails)
 	@start=$$(date +%s); \
 	bash .ci/setup.sh $(PYTHON) && \
-	PYTHONPATH=$(INSTRUMENTS)$${PYTHONPATH:+:$$PYTHONPATH} FASTLOOPS_WARP=$(WARP) FASTLOOPS_SCALE=smoke FASTLOOPS_RESULTS=$(RESULTS)/smoke $(PY) -m pytest -q -m "not liveness" tests notebooks $(NBVAL); rc=$$?; \
+	FASTLOOPS_WARP=$(WARP) FASTLOOPS_SCALE=smoke FASTLOOPS_RESULTS=$(RESULTS)/smoke $(PY) -m fastloops_book.runner pytest -q -m "not liveness" tests notebooks $(NBVAL); rc=$$?; \
 	echo "make test: $$([ $$rc = 0 ] && echo passed || echo FAILED) in $$(( $$(date +%s) - start )) s"; exit $$rc
 
 liveness:  ## what each notebook shows is what it runs: every timing notebook at the smoke scale, unedited and with its shown code slowed (about 45 min)

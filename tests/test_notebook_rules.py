@@ -189,8 +189,8 @@ def test_solutions_are_hidden_in_the_lab_input_and_output(path):
     assert solutions, f"{path.name} has no cell tagged {SOLUTION!r}"
     assert not offences, _report(
         path,
-        "a solution is collapsed in JupyterLab, input and output, and its first line gives nothing away (python -m "
-        "fastloops_book.notebooks hide-solutions NOTEBOOK sets both; every run of the notebooks does too)",
+        "a solution is collapsed in JupyterLab, input and output, and its first line gives nothing away (every run "
+        "of the notebooks sets both: make notebooks NB=...)",
         offences,
     )
 

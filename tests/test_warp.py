@@ -183,3 +183,66 @@ def test_now_is_not_warped_and_durations_are_real_when_off(monkeypatch: pytest.M
     with clock.Timer() as t:
         time.sleep(0.02)
     assert 0.02 <= t.seconds < 1.0  # real seconds (a 4x or 1/4x warp would leave this window)
+
+
+def _without_instruments(env: dict[str, str], seed: str | None) -> dict[str, str]:
+    """Return `env` with the warp's seed set to `seed` (None: unset) and the instruments' folder off PYTHONPATH."""
+    env = {k: v for k, v in env.items() if k != warp.ENV}
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != str(hooks.SITE)]
+    return {**env, "PYTHONPATH": os.pathsep.join(paths), **({warp.ENV: seed} if seed is not None else {})}
+
+
+def test_make_tests_pytest_runs_with_the_instruments_installed(tmp_path) -> None:
+    (tmp_path / "test_child.py").write_text(
+        "import subprocess, sys\n"
+        "import fastloops_helpers.measure.clock as clock\n\n"
+        "def test_warped_here_and_in_a_child():\n"
+        "    code = 'import fastloops_helpers.measure.clock as c; print(c._scaling is not None)'\n"
+        "    child = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True, check=True)\n"
+        "    assert clock._scaling is not None and child.stdout.strip() == 'True'\n"
+    )
+    env = _without_instruments(dict(os.environ), "1")
+    for how, passes in (["fastloops_book.runner", "pytest"], True), (["pytest"], False):  # plain pytest: no warp
+        done = subprocess.run(
+            [sys.executable, "-m", *how, "-q", "-p", "no:cacheprovider", "test_child.py"],
+            cwd=tmp_path, env=env, capture_output=True, text=True,
+        )
+        assert (done.returncode == 0) == passes, done.stdout[-2000:]
+
+
+def _tie_notebook(path) -> None:
+    """Write a notebook whose two compared cells print "tie" for two equal functions, timed two ways."""
+    import nbformat
+
+    cells = [
+        "from fastloops_helpers import measure\n\n"
+        "def a():\n    return sum(range(20_000))\n\n"
+        "def b():\n    return sum(range(20_000))",
+        't = measure.interleaved({"a": a, "b": b}, repeat=5, warmup=1)  # timed together\n'
+        'r = measure.median(t["a"]) / measure.median(t["b"])\n'
+        'print("tie" if 1 / 3 < r < 3 else "differ")',
+        "m = {}\nfor fn in (a, b):  # timed one by one, at one site\n"
+        "    m[fn.__name__] = measure.median(measure.measure(fn, repeat=5, warmup=1))\n"
+        'r = m["a"] / m["b"]\n'
+        'print("tie" if 1 / 3 < r < 3 else "differ")',
+    ]
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(c) for c in cells]
+    for count, cell in enumerate(nb.cells, 1):
+        cell.execution_count = count
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text="tie\n")] if count > 1 else []
+    nbformat.write(nb, path)
+
+
+def test_make_tests_warped_pass_fails_a_compared_cell_that_depends_on_a_timing(tmp_path) -> None:
+    _tie_notebook(tmp_path / "ties.ipynb")
+    runs = {}
+    for seed in (None, "1"):
+        done = subprocess.run(
+            [sys.executable, "-m", "fastloops_book.runner", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
+             "--nbval-current-env", "ties.ipynb"],
+            cwd=tmp_path, env=_without_instruments(dict(os.environ), seed), capture_output=True, text=True,
+        )
+        runs[seed] = done.stdout.strip().splitlines()[-1]
+    assert "3 passed" in runs[None], runs  # unwarped, equal functions tie
+    assert "2 failed" in runs["1"], runs  # warped, both compared cells print "differ": nbval fails them

@@ -21,11 +21,9 @@ side, at the smoke scale; `tests/test_liveness.py` runs it on every timing noteb
 from __future__ import annotations
 
 import ast
-import copy
 import json
 import os
 import re
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -42,18 +40,18 @@ SHOW = "show_code"
 
 def edited(nb: Any, seconds: float = SLEEP_S) -> Any:
     """Return a copy of notebook `nb` as the liveness run executes it: cells slowed, renders slowed, no solutions."""
-    out = copy.deepcopy(nb)
-    cells = [_new_cell(IMPORT + "  # what a slowed function calls")]
-    for cell in _without_solutions(out).cells:
-        if cell.cell_type != "code":
-            cells.append(cell)
-            continue
-        cell.source = slowed_source(cell.source, seconds)
+    import nbformat
+
+    out = runner.prepared(nb, "the notebook")
+    cells = [nbformat.v4.new_code_cell(IMPORT + "  # what a slowed function calls")]
+    for cell in out.cells:
+        if cell.cell_type == "code":
+            cell.source = slowed_source(cell.source, seconds)
         cells.append(cell)
-        shown = _shown_objects(cell.source)
+        shown = _shown_objects(cell.source) if cell.cell_type == "code" else ""
         if shown:
             slow = "__import__('fastloops_book.instruments.slowdown').instruments.slowdown.slow"
-            cells.append(_new_cell(f"{slow}({shown})"))
+            cells.append(nbformat.v4.new_code_cell(f"{slow}({shown})"))
     out.cells = cells
     return out
 
@@ -62,17 +60,6 @@ def _shown_objects(source: str) -> str:
     """Return the arguments of every `show_code(...)` call in a cell, joined for one `slow(...)` call."""
     calls = [n for n in ast.walk(ast.parse(parseable(source))) if isinstance(n, ast.Call)]
     return ", ".join(ast.unparse(a) for c in calls if ast.unparse(c.func).endswith(SHOW) for a in c.args)
-
-
-def _new_cell(source: str) -> Any:
-    import nbformat
-
-    return nbformat.v4.new_code_cell(source)
-
-
-def _without_solutions(nb: Any) -> Any:
-    nb.cells = [c for c in nb.cells if "solution" not in c.metadata.get("tags", [])]
-    return nb
 
 
 def run(nb: Any, folder: Path, results: Path) -> dict[str, float]:
@@ -114,7 +101,7 @@ def check(path: str | Path, seconds: float = SLEEP_S) -> list[tuple[str, float, 
     path = Path(path).resolve()
     nb = nbformat.read(path, as_version=4)
     with tempfile.TemporaryDirectory() as tmp:
-        before = run(_without_solutions(copy.deepcopy(nb)), path.parent, Path(tmp, "unedited"))
+        before = run(runner.prepared(nb, path.name), path.parent, Path(tmp, "unedited"))
         after = run(edited(nb, seconds), path.parent, Path(tmp, "slowed"))
     return moves(before, after)
 

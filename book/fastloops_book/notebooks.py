@@ -10,9 +10,8 @@ A card shows the run that made the notebook's stored outputs: only an --inplace 
 recorded for the cards. A run into --out (`make reproduce`) reports its times in results/REPORT.md and leaves
 the cards alone. `python -m fastloops_book.notebooks cards [NOTEBOOK ...]` rewrites the cards from the
 saved in-place runs only.
-`python -m fastloops_book.notebooks hide-solutions [NOTEBOOK ...]` marks each solution cell's input and
-output hidden in JupyterLab (`metadata.jupyter.source_hidden` and `outputs_hidden`) and starts it with a line that
-gives nothing away (a collapsed cell shows its first line), as every run does.
+Every run marks each solution cell's input and output hidden in JupyterLab (`metadata.jupyter.source_hidden`
+and `outputs_hidden`) and starts it with a line that gives nothing away (a collapsed cell shows its first line).
 
 A card's run-time line is generated where the notebook's first cell holds the marker, e.g.
 `| **Run time** | <!-- run-time --> |`: everything after the marker up to the next `|` is replaced by
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from fastloops_helpers import config, measure
-from fastloops_helpers.atomic import atomic_write_text, staged
+from fastloops_helpers.atomic import atomic_write_text
 
 from . import runner
 from .instruments.warp import SOLUTION_FIRST_LINE  # what a collapsed solution shows (its first line)
@@ -146,19 +145,6 @@ def _first_line(source: str | list[str]) -> str | list[str]:
     return text.splitlines(keepends=True) if isinstance(source, list) else text
 
 
-def hide_solutions_in(path: Path) -> int:
-    """Set the hidden flags of notebook `path`'s solutions in place; return how many changed.
-
-    Edits the JSON as stored (key order, indent 1), so the diff is the flags alone.
-    """
-    nb = json.loads(Path(path).read_text(encoding="utf-8"))
-    changed = hide_solutions(nb)
-    if changed:
-        with staged(path) as tmp:
-            tmp.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    return changed
-
-
 def bars_as_text(outputs: list[Any]) -> list[Any]:
     """Store a coalesced stderr stream that holds only finished progress bars as stdout, in the order printed.
 
@@ -267,10 +253,7 @@ def load_times(path: Path) -> dict[str, Any]:
     """Return the saved notebook times by scale ({} when none were saved)."""
     if not Path(path).exists():
         return {}
-    doc = json.loads(Path(path).read_text())
-    if "seconds" in doc and "scale" in doc:  # the earlier single-scale format
-        return {doc["scale"]: {"seconds": doc["seconds"], "failed": doc.get("failed", [])}}
-    return doc
+    return json.loads(Path(path).read_text())
 
 
 def machine() -> str:
@@ -325,7 +308,7 @@ def refresh_card(path: Path, times: dict[str, Any]) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Parse the command line and run the notebooks or refresh their cards."""
     parser = argparse.ArgumentParser(prog="python -m fastloops_book.notebooks")
-    parser.add_argument("command", choices=["run", "cards", "hide-solutions"])
+    parser.add_argument("command", choices=["run", "cards"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--inplace", action="store_true", help="overwrite the committed notebooks")
@@ -340,10 +323,6 @@ def main(argv: list[str] | None = None) -> int:
         times = load_times(times_path)
         for path in paths:
             print(f"{config.rel(path)}: {'refreshed' if refresh_card(path, times) else 'unchanged'}")
-        return 0
-    if args.command == "hide-solutions":
-        for path in paths:
-            print(f"{config.rel(path)}: {hide_solutions_in(path)} solution cell(s) newly hidden")
         return 0
     if not (args.inplace or args.out):
         parser.error("run needs --inplace or --out DIR")

@@ -5,13 +5,18 @@ cell right after the defaults cell (read and checked as `knobs.py` says). `in_ke
 Jupyter kernel (`make notebooks`, `make reproduce`, liveness, the knob tests); `as_script.run` executes it with no
 kernel (bench, gpu-check). Both start their processes with the test instruments' folder on the PYTHONPATH
 (`instruments/hooks.py`), which installs nothing unless the environment asks for the warp or the slowdown.
+
+`python -m fastloops_book.runner pytest [ARGS ...]` runs pytest the same way (`make test`: nbval's kernels, the
+unit tests' children, DataLoader's workers and torchrun's ranks all inherit the folder).
 """
 
 from __future__ import annotations
 
 import ast
 import copy
+import os
 import shutil
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -85,7 +90,7 @@ def in_kernel(nb: Any, folder: Path, env: dict[str, str], timeout: int = 1800) -
     from nbclient import NotebookClient
     from traitlets.config import Config
 
-    if not isinstance(nb, nbformat.NotebookNode):  # a prepared copy's cells are plain dicts
+    if not all(isinstance(c, nbformat.NotebookNode) for c in [nb, *nb["cells"]]):  # a knobs cell is a plain dict
         nb = nbformat.from_dict(nb)  # (a NotebookNode is run as it is: a failed run's outputs stay in it)
     sockets = Path(tempfile.mkdtemp(prefix="fastloops-kernel-"))
     local = Config({"KernelManager": {"transport": "ipc", "ip": str(sockets / "ipc")}})
@@ -102,3 +107,15 @@ def in_kernel(nb: Any, folder: Path, env: dict[str, str], timeout: int = 1800) -
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
     return nb
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Replace this process with pytest, given `argv` after "pytest", the instruments' folder on its PYTHONPATH."""
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] != ["pytest"]:
+        raise SystemExit("usage: python -m fastloops_book.runner pytest [PYTEST ARGS ...]")
+    os.execve(sys.executable, [sys.executable, "-m", "pytest", *args[1:]], hooks.environment(dict(os.environ)))
+
+
+if __name__ == "__main__":
+    main()

@@ -721,8 +721,7 @@ def seed_steps(model: nn.Module, device: torch.device) -> dict[str, Step]:
     return {"FFCV": ffcv_step, "DataLoader": torch_step}
 
 
-def seed_pass(loader: Iterable[Any], step: Step | None, device: torch.device, skip: int,
-              contender: str = "") -> list[float]:
+def seed_pass(loader: Iterable[Any], step: Step | None, device: torch.device, skip: int) -> list[float]:
     """Time one pass as seed 003 does: from a batch's arrival (and `step`) to the next's; the first `skip` left out."""
     times = []
     now = measure.now()
@@ -731,7 +730,7 @@ def seed_pass(loader: Iterable[Any], step: Step | None, device: torch.device, sk
             step(*b)
         measure.sync(device)  # the seed: torch.cuda.synchronize()
         if i > skip - 1:  # the seed's `if i > 10`
-            times.append(measure.elapsed(now, contender or None))
+            times.append(measure.elapsed(now))
         now = measure.now()
     return times
 
@@ -790,11 +789,10 @@ print(f"replaying with the {replay_model.extra_repr()} on {device}: batches {ski
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 replay = {"full": {}, "load only": {}}  # the seed's four loops, in its order
 if "FFCV" in replay_loaders:
-    replay["full"]["FFCV"] = seed_pass(replay_loaders["FFCV"], replay_steps["FFCV"], device, skip, "FFCV full")
-    replay["load only"]["FFCV"] = seed_pass(replay_loaders["FFCV"], None, device, skip, "FFCV load only")
-replay["load only"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], None, device, skip, "DataLoader load only")
-replay["full"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], replay_steps["DataLoader"], device, skip,
-                                         "DataLoader full")
+    replay["full"]["FFCV"] = seed_pass(replay_loaders["FFCV"], replay_steps["FFCV"], device, skip)
+    replay["load only"]["FFCV"] = seed_pass(replay_loaders["FFCV"], None, device, skip)
+replay["load only"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], None, device, skip)
+replay["full"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], replay_steps["DataLoader"], device, skip)
 replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

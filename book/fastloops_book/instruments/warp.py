@@ -50,20 +50,8 @@ def _read_seed(value: str | None) -> int | None:
 SEED: int | None = _read_seed(os.environ.get(ENV))  # read once, at import (workers import it too)
 
 
-def active() -> bool:
-    """Return whether durations are warped in this process."""
-    return SEED is not None
-
-
 def _hash(*parts: object) -> int:
     return zlib.crc32(repr((SEED, *parts)).encode())
-
-
-def factor(contender: Hashable) -> float:
-    """Return the factor of a contender timed alone: STEP or 1/STEP, from the seed and the contender's repr."""
-    if SEED is None:
-        return 1.0
-    return STEP if _hash("alone", contender) % 2 else 1 / STEP
 
 
 def exponents(n: int) -> list[int]:
@@ -84,8 +72,8 @@ def factors(keys: Iterable[K]) -> dict[K, float]:
     keys = list(keys)
     if SEED is None:
         return {k: 1.0 for k in keys}
-    if len(keys) == 1:
-        return {keys[0]: factor(keys[0])}
+    if len(keys) == 1:  # an interleaved call of one contender is a timing alone, and always moved
+        return {keys[0]: STEP ** ALONE[_hash("alone", keys[0]) % len(ALONE)]}
     ranked = sorted(keys, key=lambda k: (_hash("rank", k), repr(k)))
     return {k: STEP**e for k, e in zip(ranked, exponents(len(keys)))}
 
@@ -96,14 +84,16 @@ _sites: dict[tuple[str, int], dict[Any, int]] = {}  # per site, the exponent of 
 
 
 def plain(value: Any) -> Any:
-    """Return `value` as a stable key part (numbers, strings, tuples of them, a function's name), else None."""
+    """Return `value` as a stable key part: a number or string as it is, a tuple part by part, a function by its
+    name, anything else by its type's name (an object's repr may hold its address, which differs per run)."""
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, tuple):
-        parts = tuple(plain(v) for v in value)
-        return parts if None not in parts else None
+        return tuple(plain(v) for v in value)
     name = getattr(value, "__qualname__", None)
-    return f"{getattr(value, '__module__', '')}.{name}" if callable(value) and name else None
+    if callable(value) and isinstance(name, str):
+        return f"{getattr(value, '__module__', '')}.{name}"
+    return type(value).__qualname__
 
 
 def site_key(frame: FrameType, fn: Any = None) -> tuple[tuple[str, int], Any]:

@@ -165,18 +165,13 @@ def _measured(claim: Claim, measured: Any) -> float | None:
     return float(bool(measured)) if isinstance(measured, bool) else float(measured)
 
 
-def _interval(claim: Claim, measured: Any) -> tuple[float, float] | None:
-    """Return the 95 % interval of the measured ratio, from per-round ratios or saved _ci figures (else None)."""
+def interval(name: str, measured: Any) -> tuple[float, float] | None:
+    """Return the 95 % interval of claim `name`'s measured ratio, from per-round ratios or saved _ci figures."""
     if _rounds(measured):
         from fastloops_helpers.measure import median_interval
 
         return median_interval(measured)
-    return saved_interval(measured, claim.key) if isinstance(measured, Mapping) else None
-
-
-def interval(name: str, measured: Any) -> tuple[float, float] | None:
-    """Return the 95 % interval of claim `name`'s measured ratio, when per-round ratios or a saved one exist."""
-    return _interval(get(name), measured)
+    return saved_interval(measured, get(name).key) if isinstance(measured, Mapping) else None
 
 
 def holds(name: str, measured: Any) -> bool:
@@ -200,7 +195,7 @@ def status(name: str, measured: Any, device: str | None = None) -> str:
         return NOT_MEASURED
     if c.at_least is None and c.at_most is None:
         return REPRODUCED if holds(name, v) else NOT_REPRODUCED
-    low, high = _interval(c, measured) or (v, v)  # a single run decides by its value alone: never a tie
+    low, high = interval(name, measured) or (v, v)  # a single run decides by its value alone: never a tie
     return {"met": REPRODUCED, "missed": NOT_REPRODUCED}.get(decide(low, high, *bounds(c)), TIE)
 
 
@@ -219,7 +214,7 @@ def line(name: str, measured: Any = None, why: str = "", device: str | None = No
     elif c.at_least is None and c.at_most is None:
         got = f"measured {'yes' if v >= 0.5 else 'no'}"
     else:
-        got = f"measured {v:.3g}{c.unit} ({how_measured(_interval(c, measured))})"
+        got = f"measured {v:.3g}{c.unit} ({how_measured(interval(name, measured))})"
     gpu = " on a GPU" if c.needs == "gpu" else ""
     seed = f" ({quote(name)})" if c.seed_figure else ""
     return f"[claim] {name}: {got}, needs {c.needed()}{gpu}: {status(name, measured, device)}{seed}"

@@ -80,12 +80,6 @@ class Target:
         op, bound = (">=", self.at_least) if self.at_least is not None else ("<=", self.at_most)
         return f"{op} {bound:g}{self.unit}" + (" (a tie is parity)" if self.parity else "")
 
-    def met(self, value: float | None) -> bool | None:
-        """Return whether `value` meets the target (None when not measured)."""
-        if value is None or value != value:
-            return None
-        return (self.at_least is None or value >= self.at_least) and (self.at_most is None or value <= self.at_most)
-
     def verdict(self, figures: Mapping[str, Any], device: str = "cpu") -> str:
         """Return "met", "missed", "a tie on this machine" (from a saved interval), "not run", or "needs a GPU"
         for a GPU's target where the run's `device` was not CUDA."""

@@ -25,7 +25,7 @@ import pandas as pd
 
 from fastloops_helpers import config, measure
 
-from . import as_script, claims
+from . import as_script, claims, runs
 
 
 @cache
@@ -129,15 +129,14 @@ def report(name: str, doc: dict[str, Any], path: Path) -> None:
 def target_lines(name: str, figures: dict[str, float], device: str = "cpu") -> list[str]:
     """Return one line per target of benchmark `name`: the figure, its interval when saved, the verdict (a GPU's
     target reads "needs a GPU" unless the run's `device` was CUDA)."""
-    lines = []
-    for t in claims.TARGETS:
-        if t.benchmark != f"bench-{name}":
-            continue
-        value = claims.value_of(figures, t.figure)
-        label = claims.how_measured(claims.saved_interval(figures, t.figure))
-        shown = "not measured" if value is None else f"{value:.4g} ({label})"
-        lines.append(f"[target] {t.figure}: {shown}, needs {t.needed()}: {t.verdict(figures, device)}")
-    return lines
+    doc = {"figures": figures, "provenance": {"device": device}}
+    rows = [runs.target_row(t, doc) for t in claims.TARGETS if t.benchmark == f"bench-{name}"]
+    return [
+        f"[target] {r['figure']}: "
+        + ("not measured" if r["benchmark run"] is None else f"{r['benchmark run']:.4g} ({r['measured how']})")
+        + f", needs {r['target']}: {r['verdict']}"
+        for r in rows
+    ]
 
 
 if __name__ == "__main__":

@@ -55,8 +55,7 @@ def figure_table(docs: dict[str, dict]) -> pd.DataFrame:
 
 def conflicts(docs: dict[str, dict]) -> dict[str, list[str]]:
     """Return {figure name: notebooks} for names that more than one notebook saves (two quantities, one name)."""
-    table = figure_table(docs)
-    producers = table.groupby("figure").notebook.apply(list)
+    producers = figure_table(docs).groupby("figure").notebook.apply(list)
     return {k: v for k, v in producers.items() if len(v) > 1}
 
 
@@ -72,7 +71,6 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
         doc = notebooks(docs).get(c.notebook, {})
         figures = doc.get("figures", {}) if doc else None
         value = claims.value_of(figures, c.key) if figures is not None else None
-        ci = claims.interval(c.name, figures) if doc else None
         rows.append(
             {
                 "claim": c.name,
@@ -80,7 +78,8 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
                 "says": c.claim,
                 "seed figure": claims.quote(c.name) if c.seed_figure else "",
                 "measured here": value,
-                "measured how": claims.how_measured(ci) if value is not None else "",  # its interval, or "single run"
+                # its interval, or "single run"
+                "measured how": "" if value is None else claims.how_measured(claims.interval(c.name, figures)),
                 "needs": c.needed(),
                 "notebook": c.notebook,
                 "status": claims.status(c.name, figures, device_of(doc) if doc else None),
@@ -89,25 +88,24 @@ def evaluate(docs: dict[str, dict]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def target_row(target: claims.Target, doc: dict | None) -> dict[str, Any]:
+    """Return a benchmark's target with the value its run `doc` saved (None: not run), and whether it met it."""
+    value = claims.value_of(doc["figures"], target.figure) if doc else None
+    return {
+        "benchmark": target.benchmark.removeprefix(BENCH_PREFIX),
+        "figure": target.figure,
+        "target": target.needed(),
+        "benchmark run": value,
+        "measured how": claims.how_measured(claims.saved_interval(doc["figures"], target.figure))
+        if doc and value is not None
+        else "",
+        "verdict": target.verdict(doc["figures"], device_of(doc)) if doc else "not run",
+    }
+
+
 def targets(docs: dict[str, dict]) -> pd.DataFrame:
     """Return the benchmarks' targets with the value of the benchmark run saved here, and whether it met them."""
-    rows = []
-    for t in claims.TARGETS:
-        doc = benchmarks(docs).get(t.benchmark)
-        value = claims.value_of(doc["figures"], t.figure) if doc else None
-        rows.append(
-            {
-                "benchmark": t.benchmark.removeprefix(BENCH_PREFIX),
-                "figure": t.figure,
-                "target": t.needed(),
-                "benchmark run": value,
-                "measured how": claims.how_measured(claims.saved_interval(doc["figures"], t.figure))
-                if doc and value is not None
-                else "",
-                "verdict": t.verdict(doc["figures"], device_of(doc)) if doc else "not run",
-            }
-        )
-    return pd.DataFrame(rows, columns=["benchmark", "figure", "target", "benchmark run", "measured how", "verdict"])
+    return pd.DataFrame([target_row(t, benchmarks(docs).get(t.benchmark)) for t in claims.TARGETS])
 
 
 def checklist(docs: dict[str, dict]) -> pd.DataFrame:
@@ -119,8 +117,7 @@ def checklist(docs: dict[str, dict]) -> pd.DataFrame:
         rows.append(
             {"do this": advice, "payoff here (x)": payoff, "paid off here": paid_off(payoff), "notebook": notebook}
         )
-    table = pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last")
-    return table.reset_index(drop=True)
+    return pd.DataFrame(rows).sort_values("payoff here (x)", ascending=False, na_position="last").reset_index(drop=True)
 
 
 def paid_off(payoff: float | None) -> str:

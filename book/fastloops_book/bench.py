@@ -121,9 +121,7 @@ def report(name: str, doc: dict[str, Any], path: Path) -> None:
         print(f"{key} = {value:.4g}")
     if doc["missing"]:
         print(f"not saved by the notebook at this scale: {', '.join(doc['missing'])}")
-    for line in target_lines(name, doc["figures"], doc["provenance"].get("device", "cpu")):
-        print(line)
-    print(f"saved {path}")
+    print(*target_lines(name, doc["figures"], runs.device_of(doc)), f"saved {path}", sep="\n")
 
 
 def target_lines(name: str, figures: dict[str, float], device: str = "cpu") -> list[str]:

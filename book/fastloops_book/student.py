@@ -26,14 +26,15 @@ def student_copy(nb: Any) -> Any:
     import nbformat
 
     out = copy.deepcopy(nb)
-    cells = []
+    out.cells = [
+        nbformat.v4.new_code_cell(ANSWER_HERE, metadata={"tags": ["exercise"]})  # each with an id of its own
+        if cell.cell_type == "code" and SOLUTION in cell.metadata.get("tags", [])
+        else cell
+        for cell in out.cells
+    ]
     for cell in out.cells:
-        if cell.cell_type == "code" and SOLUTION in cell.metadata.get("tags", []):
-            cell = nbformat.v4.new_code_cell(ANSWER_HERE, metadata={"tags": ["exercise"]})
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-        cells.append(cell)
-    out.cells = cells
     return out
 
 
@@ -42,12 +43,9 @@ def write(paths: list[Path], folder: Path) -> list[Path]:
     import nbformat
 
     folder.mkdir(parents=True, exist_ok=True)
-    written = []
     for path in paths:
-        target = folder / path.name
-        nbformat.write(student_copy(nbformat.read(path, as_version=4)), target)
-        written.append(target)
-    return written
+        nbformat.write(student_copy(nbformat.read(path, as_version=4)), folder / path.name)
+    return [folder / path.name for path in paths]
 
 
 def main(argv: list[str] | None = None) -> int:

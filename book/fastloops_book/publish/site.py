@@ -76,12 +76,13 @@ def card(nb: dict) -> tuple[str, str]:
 
 def hardware(nb: dict) -> str | None:
     """Return the hardware line printed in the notebook's stored outputs, or None."""
-    for cell in nb["cells"]:
-        for out in cell.get("outputs", []):
-            for line in "".join(out.get("text", "")).splitlines():
-                if HARDWARE.match(line.strip()):
-                    return line.strip()
-    return None
+    lines = (
+        line.strip()
+        for cell in nb["cells"]
+        for out in cell.get("outputs", [])
+        for line in "".join(out.get("text", "")).splitlines()
+    )
+    return next((line for line in lines if HARDWARE.match(line)), None)
 
 
 def entries(paths: list[Path]) -> list[Entry]:
@@ -120,7 +121,7 @@ def inline(text: str) -> str:
     return re.sub(r"^<p>(.*)</p>\s*$", r"\1", markdown(text).strip(), flags=re.S)
 
 
-def write_notebook_page(seq: list[Entry], i: int, out: Path) -> Path:
+def write_notebook_page(seq: list[Entry], i: int, out: Path) -> None:
     """Export notebook `i` of `seq` to out/NN_topic.html with navigation, from its stored outputs."""
     entry = seq[i]
     hw = f'<p class="fl-hw">outputs stored from a run on: {html.escape(entry.hardware)}</p>' if entry.hardware else ""
@@ -132,9 +133,7 @@ def write_notebook_page(seq: list[Entry], i: int, out: Path) -> Path:
         "metadata": {"name": entry.title},
     }
     body, _ = offline.exporter("html", TEMPLATE).from_notebook_node(offline.read(entry.path), resources=resources)
-    target = out / entry.page
-    target.write_text(link_sources(body, out), encoding="utf-8")
-    return target
+    (out / entry.page).write_text(link_sources(body, out), encoding="utf-8")
 
 
 SOURCE_LINK = re.compile(r'href="\.\./(fastloops_helpers/[\w/]+\.py)"')
@@ -149,16 +148,13 @@ def link_sources(body: str, out: Path) -> str:
     public name's entry (`fastloops_helpers.__all__`, `measure.__all__`), else to the file's copy.
     """
 
-    def to_file(match: re.Match[str]) -> str:
-        return f'href="{source_page(match.group(1), out)}"'
-
     def to_api(match: re.Match[str]) -> str:
         module, qualname = match.group(1), match.group(2)
         if (out / "api" / f"{module}.html").exists():
             return match.group(0)
         return f'href="{public_entry(qualname.split(".")[0]) or source_page(_module_file(module), out)}"'
 
-    return SOURCE_LINK.sub(to_file, API_LINK.sub(to_api, body))
+    return SOURCE_LINK.sub(lambda m: f'href="{source_page(m.group(1), out)}"', API_LINK.sub(to_api, body))
 
 
 def public_entry(name: str) -> str:
@@ -196,17 +192,16 @@ def claims_table(results: Path) -> str:
     from .. import runs
 
     docs = runs.load(results)
-    table = runs.evaluate(docs)
     if runs.notebooks(docs):
-        table = table[["seed", "says", "seed figure", "measured here", "needs", "status", "notebook"]]
+        columns = ["seed", "says", "seed figure", "measured here", "needs", "status", "notebook"]
         note = f"measured in {_shown(results)} (its provenance says where)"
     else:
-        table = table[["seed", "says", "seed figure", "needs", "notebook"]]
+        columns = ["seed", "says", "seed figure", "needs", "notebook"]
         note = (
             f"no saved results in {_shown(results)}: run <code>make reproduce</code> to measure them here; "
             "notebook 13 shows them as measured in the run stored in the notebooks"
         )
-    return f"<p>{note}.</p>" + table.to_html(
+    return f"<p>{note}.</p>" + runs.evaluate(docs)[columns].to_html(
         index=False, classes="fl", border=0, na_rep="-", float_format="{:.3g}".format
     )
 
@@ -225,14 +220,16 @@ def write_report_page(seq: list[Entry], results: Path, out: Path) -> str:
         if (results / name).is_file():
             shutil.copy2(results / name, out / "figures" / Path(name).name)
             text = text.replace(f"]({name})", f"](figures/{Path(name).name})")
-    page = PAGE.format(
-        title="fastloops: reproduction report",
-        style=STYLE,
-        nav=nav(seq, None),
-        body=markdown(text).replace("<table>", '<table class="fl">'),
-        nav_bottom="",
+    (out / "report.html").write_text(
+        PAGE.format(
+            title="fastloops: reproduction report",
+            style=STYLE,
+            nav=nav(seq, None),
+            body=markdown(text).replace("<table>", '<table class="fl">'),
+            nav_bottom="",
+        ),
+        encoding="utf-8",
     )
-    (out / "report.html").write_text(page, encoding="utf-8")
     return f'<p>The <a href="report.html">reproduction report</a> of {_shown(report)}, with every figure and plot.</p>'
 
 

@@ -24,7 +24,6 @@ import copy
 import math
 import re
 import sys
-from pathlib import Path
 
 SLIDE_TYPES = ("slide", "subslide", "fragment", "skip", "notes", "-")
 SLIDE_LINES = 20  # lines that fit on a 960x700 reveal slide at the deck's font sizes
@@ -76,11 +75,11 @@ def has_image(cell: dict) -> bool:
 
 def output_lines(cell: dict) -> list[str]:
     """Return the text lines of a code cell's stored outputs (streams and plain-text results)."""
-    lines: list[str] = []
-    for out in cell.get("outputs", []):
-        text = out.get("text") or out.get("data", {}).get("text/plain", "")
-        lines += ("".join(text) if isinstance(text, list) else text).splitlines()
-    return lines
+    return [
+        line
+        for out in cell.get("outputs", [])
+        for line in "".join(out.get("text") or out.get("data", {}).get("text/plain", "")).splitlines()  # str or list
+    ]
 
 
 def housekeeping(cell: dict) -> bool:
@@ -112,8 +111,7 @@ def slide_types(cells: list[dict]) -> list[str]:
     kinds: list[str] = []
     load, after_plot = 0, False
     for i, cell in enumerate(cells):
-        kind = _rule(i, cell, first_code, load, after_plot)
-        kind = override(cell) or kind
+        kind = override(cell) or _rule(i, cell, first_code, load, after_plot)
         kinds.append(kind)
         if kind in ("slide", "subslide"):
             load = 0
@@ -144,26 +142,21 @@ def tag(nb: dict) -> dict:
     return nb
 
 
-def _paths(names: list[str]) -> list[Path]:
-    from ..notebooks import notebook_paths
-
-    return notebook_paths(names)
-
-
 def main(argv: list[str] | None = None) -> int:
     """Tag notebooks with slide metadata, or check that they carry what `tag` would write."""
     import nbformat
+
+    from ..notebooks import notebook_paths
 
     parser = argparse.ArgumentParser(prog="python -m fastloops_book.publish.slides")
     parser.add_argument("command", choices=["tag", "check"])
     parser.add_argument("notebooks", nargs="*", help="paths (default: every notebooks/NN_*.ipynb)")
     args = parser.parse_args(argv)
     stale = []
-    for path in _paths(args.notebooks):
+    for path in notebook_paths(args.notebooks):
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
-        after = nbformat.writes(tag(nb))
-        if after != before:
+        if nbformat.writes(tag(nb)) != before:
             stale.append(path)
             if args.command == "tag":
                 nbformat.write(nb, path)

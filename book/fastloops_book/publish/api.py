@@ -24,8 +24,8 @@ def build(out: Path) -> Path:
     )
     pdoc.pdoc(*MODULES, output_directory=out)
     for page in out.rglob("*.html"):
-        depth = len(page.relative_to(out).parts) - 1
-        page.write_text(link_notebooks(page.read_text(encoding="utf-8"), "../" * (depth + 1)), encoding="utf-8")
+        up = "../" * len(page.relative_to(out).parts)  # from api/DEPTH/page.html to the site's root
+        page.write_text(link_notebooks(page.read_text(encoding="utf-8"), up), encoding="utf-8")
     return out / "index.html"
 
 

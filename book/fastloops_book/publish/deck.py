@@ -92,8 +92,7 @@ def render(path: Path, out: Path | None = None) -> Path:
     body, _ = offline.exporter(
         "slides", TEMPLATE, reveal_url_prefix=REVEAL_DIR, reveal_theme="white", reveal_transition="none"
     ).from_notebook_node(nb)
-    target = out / f"{Path(path).stem}.slides.html"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = out / f"{Path(path).stem}.slides.html"  # vendor_reveal made `out`
     target.write_text(body, encoding="utf-8")
     return target
 

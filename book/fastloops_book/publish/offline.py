@@ -23,8 +23,7 @@ def exporter(kind: str, template: str, **traits: Any) -> Any:
     import jinja2
     from nbconvert import HTMLExporter, SlidesExporter
 
-    cls = {"html": HTMLExporter, "slides": SlidesExporter}[kind]
-    base = {"html": "lab", "slides": "reveal"}[kind]
+    cls, base = {"html": (HTMLExporter, "lab"), "slides": (SlidesExporter, "reveal")}[kind]
     return cls(
         template_name=base,
         template_file="fastloops.html.j2",

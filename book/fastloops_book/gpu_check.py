@@ -135,8 +135,7 @@ def run_part(part: str, argv: list[str], env: dict[str, str], log: Path, timeout
             os.killpg(proc.pid, signal.SIGKILL)  # its loader workers too
             proc.wait()
             return Outcome(part, "timed out", None, now() - start, f"killed after {timeout_s:.0f} s")
-    seconds = now() - start
-    return Outcome(part, "passed" if code == 0 else "FAILED", code, seconds, "" if code == 0 else _last_line(log))
+    return Outcome(part, "passed" if code == 0 else "FAILED", code, now() - start, "" if code == 0 else _last_line(log))
 
 
 def _last_line(log: Path) -> str:
@@ -146,11 +145,9 @@ def _last_line(log: Path) -> str:
 
 def environment(data: Path, results: Path, scale: str) -> dict[str, str]:
     """Return the parts' environment: the project root first on PYTHONPATH, scratch folders, the scale."""
-    path = os.environ.get("PYTHONPATH", "")
-    root = str(config.project_root())
     return {
         **os.environ,
-        "PYTHONPATH": root + (os.pathsep + path if path else ""),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(config.project_root()), os.environ.get("PYTHONPATH")])),
         "FASTLOOPS_DATA": str(data),
         "FASTLOOPS_RESULTS": str(results),
         "FASTLOOPS_SCALE": scale,
@@ -171,15 +168,14 @@ def run_parts(parts: list[str], scale: str, mode: str, folders: dict[str, Path])
         left = min(2 * BUDGET_S[part] if scale == "gpu" else CPU_TIMEOUT_S, deadline - now())
         lost = missing(NEEDS.get(part, ()))
         if lost or left < 1:
-            why = "missing: " + ", ".join(lost) if lost else "the parts' budget was spent"
-            outcomes.append(Outcome(part, "skipped", None, 0.0, why))
-        else:
-            outcomes.append(
-                run_part(part, command(part, scale, mode, folders), env, folders["logs"] / f"{part}.log", left)
+            o = Outcome(
+                part, "skipped", None, 0.0, "missing: " + ", ".join(lost) if lost else "the parts' budget was spent"
             )
-            outcomes[-1].mode = "pytest" if part == "tests" else mode
-            archive(part, outcomes[-1], folders)
-        o = outcomes[-1]
+        else:
+            o = run_part(part, command(part, scale, mode, folders), env, folders["logs"] / f"{part}.log", left)
+            o.mode = "pytest" if part == "tests" else mode
+            archive(part, o, folders)
+        outcomes.append(o)
         code = "" if o.exit_code is None else f" (exit {o.exit_code})"
         print(
             f"[gpu-check] {o.part}: {o.status}{code} in {o.seconds:.0f} s{': ' + o.detail if o.detail else ''}",
@@ -264,14 +260,13 @@ def write_report(outcomes: list[Outcome], scale: str, mode: str, folders: dict[s
         | {"budget_s": BUDGET_S[o.part] if scale == "gpu" else ""}
         for o in outcomes
     ]
-    packages = foreign_packages()
     parts = [
         *provenance_lines(scale, mode),
         "## Parts, each in its own process\n",
         report.markdown_table(rows),
         f"## Tests\n\n{test_counts(folders['logs'] / 'tests.log')}\n",
         "## Packages not the machine's own\n",
-        "".join(f"- from {where}: {', '.join(names)}\n" for where, names in packages.items()) or "(none)\n",
+        "".join(f"- from {where}: {', '.join(names)}\n" for where, names in foreign_packages().items()) or "(none)\n",
     ]
     out = folders["out"] / "README.md"
     out.write_text("\n".join(parts + benchmark_sections(folders["kept"])))
@@ -285,8 +280,9 @@ def benchmark_sections(folder: Path) -> list[str]:
     parts = []
     for name, doc in runs.benchmarks(runs.load(folder)).items():
         parts += report.doc_section(name, doc, folder, hardware_line(), qualify=True)
-        lines = bench.target_lines(name.removeprefix("bench-"), doc["figures"], runs.device_of(doc))
-        parts += [f"- {line}\n" for line in lines]
+        parts += [
+            f"- {t}\n" for t in bench.target_lines(name.removeprefix("bench-"), doc["figures"], runs.device_of(doc))
+        ]
     return parts or ["(no benchmark saved a result)\n"]
 
 

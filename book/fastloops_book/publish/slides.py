@@ -44,10 +44,7 @@ def split_at_headings(cells: list[dict]) -> list[dict]:
     """Split markdown cells before each `#`/`##` heading that is not on their first line."""
     out: list[dict] = []
     for cell in cells:
-        if cell["cell_type"] != "markdown":
-            out.append(cell)
-            continue
-        parts = _split_markdown(cell["source"])
+        parts = _split_markdown(cell["source"]) if cell["cell_type"] == "markdown" else [cell["source"]]
         for k, part in enumerate(parts):
             piece = copy.deepcopy(cell)
             piece["source"] = part

@@ -8,6 +8,7 @@ README.md, "Present and read".
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import secrets
 import socket
@@ -29,12 +30,9 @@ OFFLINE = (
 def free_port(start: int = 8888, tries: int = 100) -> int:
     """Return the first port from `start` that can be bound on the loopback."""
     for port in range(start, start + tries):
-        with socket.socket() as sock:
-            try:
-                sock.bind((HOST, port))
-                return port
-            except OSError:
-                continue
+        with socket.socket() as sock, contextlib.suppress(OSError):  # taken: try the next
+            sock.bind((HOST, port))
+            return port
     raise OSError(f"no free port in {start}..{start + tries - 1} on {HOST}: pass --port")
 
 

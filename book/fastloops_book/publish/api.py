@@ -16,8 +16,7 @@ NOTEBOOK = re.compile(r"(?<![\"'/\w])notebooks/(\d\d_\w+)\.ipynb")
 
 def build(out: Path) -> Path:
     """Write the reference into `out` and return its index page."""
-    import pdoc
-    import pdoc.render
+    import pdoc.render  # binds pdoc too
 
     pdoc.render.configure(
         docformat="numpy", footer_text="fastloops_helpers: the public API", search=False, show_source=True

@@ -40,9 +40,13 @@ def stale(notebooks: list[Path]) -> list[Path]:
         for nb in notebooks
         if not twin_path(nb).is_file() or twin_path(nb).read_text(encoding="utf-8") != text(nb)
     ]
-    folders = {nb.parent for nb in notebooks}
     # an orphan is a twin whose notebook is gone, not one of a notebook left off the command line
-    out += [p for f in folders for p in sorted((f / FOLDER).glob("*.py")) if not (f / (p.stem + ".ipynb")).is_file()]
+    out += [
+        p
+        for f in {nb.parent for nb in notebooks}
+        for p in sorted((f / FOLDER).glob("*.py"))
+        if not (f / (p.stem + ".ipynb")).is_file()
+    ]
     return out
 
 

@@ -211,8 +211,9 @@ def slug() -> str:
 
 def test_counts(log: Path) -> str:
     """Return pytest's summary counts from the tests part's log ("172 passed, 2 failed"), or why there are none."""
-    last = _last_line(log) if log.is_file() else ""
-    counts = re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", last)
+    counts = re.findall(
+        r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed)", _last_line(log) if log.is_file() else ""
+    )
     return (
         ", ".join(f"{n} {what}" for n, what in counts)
         or "no pytest summary: the tests part did not run, or did not finish"

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+import fastloops_book
 import fastloops_helpers
 
 T = TypeVar("T")
@@ -297,13 +298,14 @@ def _all_definitions(tree: ast.AST) -> list[ast.FunctionDef | ast.AsyncFunctionD
 
 @functools.cache
 def package_definitions() -> dict[str, str]:
-    """Return {key of every function, method and class in the package: where it is}, for `copies`."""
-    root = Path(fastloops_helpers.__file__).resolve().parent
+    """Return {key of every function, method and class in the library and the book: where it is}, for `copies`."""
     index: dict[str, str] = {}
-    for path in sorted(root.rglob("*.py")):
-        for node in _all_definitions(_parse(path.read_text(encoding="utf-8"))):
-            for key in _keys(node):
-                index.setdefault(key, f"{path.relative_to(root.parent).as_posix()}:{node.lineno} {node.name}")
+    top = Path(fastloops_helpers.__file__).resolve().parents[1]  # the checkout: paths as the project names them
+    for package in (fastloops_helpers, fastloops_book):
+        for path in sorted(Path(package.__file__).resolve().parent.rglob("*.py")):
+            for node in _all_definitions(_parse(path.read_text(encoding="utf-8"))):
+                for key in _keys(node):
+                    index.setdefault(key, f"{path.relative_to(top).as_posix()}:{node.lineno} {node.name}")
     return index
 
 

@@ -52,7 +52,7 @@ def imported_beyond_the_core(source: str) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
     top = {name.split(".")[0] for name in names} | ({"tensordict"} if names & TENSORCLASSES else set())
-    return top - set(sys.stdlib_module_names) - set(CORE) - {"fastloops_helpers"}
+    return top - set(sys.stdlib_module_names) - set(CORE) - {"fastloops_helpers", "fastloops_book"}
 
 
 def test_each_part_needs_what_its_test_files_or_notebook_import_beyond_the_core():

@@ -205,7 +205,10 @@ def test_make_tests_pytest_runs_with_the_instruments_installed(tmp_path) -> None
     for how, passes in (["fastloops_book.runner", "pytest"], True), (["pytest"], False):  # plain pytest: no warp
         done = subprocess.run(
             [sys.executable, "-m", *how, "-q", "-p", "no:cacheprovider", "test_child.py"],
-            cwd=tmp_path, env=env, capture_output=True, text=True,
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
         )
         assert (done.returncode == 0) == passes, done.stdout[-2000:]
 
@@ -239,9 +242,22 @@ def test_make_tests_warped_pass_fails_a_compared_cell_that_depends_on_a_timing(t
     runs = {}
     for seed in (None, "1"):
         done = subprocess.run(
-            [sys.executable, "-m", "fastloops_book.runner", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
-             "--nbval-current-env", "ties.ipynb"],
-            cwd=tmp_path, env=_without_instruments(dict(os.environ), seed), capture_output=True, text=True,
+            [
+                sys.executable,
+                "-m",
+                "fastloops_book.runner",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "--nbval",
+                "--nbval-current-env",
+                "ties.ipynb",
+            ],
+            cwd=tmp_path,
+            env=_without_instruments(dict(os.environ), seed),
+            capture_output=True,
+            text=True,
         )
         runs[seed] = done.stdout.strip().splitlines()[-1]
     assert "3 passed" in runs[None], runs  # unwarped, equal functions tie

@@ -120,7 +120,8 @@ def _imports(source: str) -> set[str]:
 
 
 def _sources() -> dict[str, str]:
-    found = {str(p.relative_to(ROOT)): p.read_text() for p in sorted((ROOT / "fastloops_helpers").rglob("*.py"))}
+    packages = (ROOT / "fastloops_helpers", ROOT / "book" / "fastloops_book")
+    found = {str(p.relative_to(ROOT)): p.read_text() for pkg in packages for p in sorted(pkg.rglob("*.py"))}
     found |= {name: (ROOT / name).read_text() for name in gpu_check.TESTS}
     for path in sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")):
         cells = json.loads(path.read_text())["cells"]
@@ -145,7 +146,9 @@ def test_every_import_maps_to_the_machine_a_tier_the_kit_or_a_reason(gpu_wheelho
     provided = set(wheelhouse.machine()) | tiers | {"ffcv"} | {wheelhouse.canon(d) for d in wheelhouse.LEFT_OUT}
     modules = {m for source in _sources().values() for m in _imports(source)}
     external = sorted(
-        m for m in modules if m not in sys.stdlib_module_names and m not in ("fastloops_helpers", "tests")
+        m
+        for m in modules
+        if m not in sys.stdlib_module_names and m not in ("fastloops_helpers", "fastloops_book", "tests")
     )
     unmapped = [m for m in external if not {wheelhouse.canon(d) for d in _distributions(m)} & provided]
     assert not unmapped, f"imported, but neither on the GPU machine nor in the wheelhouse: {unmapped}"

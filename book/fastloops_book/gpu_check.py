@@ -144,10 +144,11 @@ def _last_line(log: Path) -> str:
 
 
 def environment(data: Path, results: Path, scale: str) -> dict[str, str]:
-    """Return the parts' environment: the project root first on PYTHONPATH, scratch folders, the scale."""
+    """Return the parts' environment: the library and the book first on PYTHONPATH, scratch folders, the scale."""
+    root = config.project_root()
     return {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(config.project_root()), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), str(root / "book"), os.environ.get("PYTHONPATH")])),
         "FASTLOOPS_DATA": str(data),
         "FASTLOOPS_RESULTS": str(results),
         "FASTLOOPS_SCALE": scale,

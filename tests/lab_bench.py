@@ -1,7 +1,7 @@
 """The rules that make a notebook a lab bench, read from its cells' syntax trees.
 
 - An object lives in one place: in its notebook's cell when only that notebook uses it, else in the package,
-  and no cell holds a copy of package code: a notebook renders it with `book.source.show_code`. No cell starts
+  and no cell holds a copy of package code: a notebook renders it with `fastloops_book.source.show_code`. No cell starts
   with `#@save`: the package keeps no second copy of a cell.
 - The cell tagged `defaults` is the configuration: every name it assigns reaches a measuring call later.
 - Every exercise (a markdown cell after `## Exercises`) is followed by a solution cell that runs.

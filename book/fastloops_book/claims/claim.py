@@ -1,7 +1,7 @@
 """What a claim is: the seed's figure, the figure measured here and its threshold; and a benchmark's target.
 
 The rows live in the registries beside this module (`loop`, `loaders`, `beyond`: one per part of the notebook
-sequence); `book.claims` joins them and judges a measured value. Explained in notebooks/13_conclusion.ipynb.
+sequence); `fastloops_book.claims` joins them and judges a measured value. Explained in notebooks/13_conclusion.ipynb.
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def _epoch(run: Run, it: Iterator[Any], begin: float) -> float:
                 f"started): {exc}. Fix the loader, or pass warmup + batches <= {n} to diagnose the batches before it"
             ) from exc
         t1 = now()
-        batch, t2, t3 = _copy_and_step(run, _unwrap(item, n, run.tl), n, t1)
+        batch, t2, t3 = _copy_and_step(run, timeline.unwrap(item, n, run.tl), n, t1)
         _record(run, n, begin, (t0, t1, t2, t3), batch, first)
         if run.warmup <= n < run.warmup + run.replay:
             run.cached.append(batch)  # kept for the replay
@@ -177,13 +177,6 @@ def _factors() -> dict[str, float]:
     wait and the copy get factors of their own, so the wait share and the headspace move as any ratio does.
     """
     return factors(("wait", "copy", "step"))
-
-
-def _unwrap(item: Any, index: int, tl: timeline.Timeline) -> Any:
-    if not isinstance(item, timeline.TimedBatch):
-        return item
-    tl.events.extend(timeline.Event(lane, stage, index, t0, t1) for lane, stage, t0, t1 in item.events)
-    return item.data
 
 
 def batch_size(batch: Any) -> int:

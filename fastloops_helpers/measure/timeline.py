@@ -187,7 +187,7 @@ def record(
         except StopIteration:
             break
         tl.events.append(Event("main: loop", "wait", index, t0, now()))
-        batch = _stamped(tl, index, "copy", copy, _unwrap(item, index, tl), dev)
+        batch = _stamped(tl, index, "copy", copy, unwrap(item, index, tl), dev)
         _stamped(tl, index, "step", step, batch, dev)
         tl.samples += batch_len(batch) or 1
     del it  # shuts non-persistent workers down now, not at garbage collection
@@ -205,7 +205,11 @@ def _stamped(tl: Timeline, index: int, stage: str, fn: Callable[[Any], Any] | No
     return out
 
 
-def _unwrap(item: Any, index: int, tl: Timeline) -> Any:
+def unwrap(item: Any, index: int, tl: Timeline) -> Any:
+    """Return the data of `item`, a `TimedBatch`, adding its events to `tl` as batch `index`'s (else `item` as is).
+
+    Explained in notebooks/07_dataloader_anatomy.ipynb.
+    """
     if not isinstance(item, TimedBatch):
         return item
     tl.events.extend(Event(lane, stage, index, t0, t1) for lane, stage, t0, t1 in item.events)

@@ -13,7 +13,7 @@ from typing import Any
 
 from torch.utils.data import DataLoader, IterableDataset
 
-from ..measure import factors, median, now, processes, sync, timeline
+from ..measure import factors, median, now, processes, steps, sync, timeline
 from ..tree import batch_len
 
 MAIN = "main: loop"
@@ -63,7 +63,8 @@ def run_loop(source: Iterable[Any], run: Run) -> Run:
         finally:
             if len(run.rows) >= run.total:
                 run.pss_mb = processes.pss_mb()  # after the last batch, workers alive: what the running loop holds
-            _close(it, source)
+            if it is not source:  # the caller's own iterator stays as it is; ours stops its workers or thread now
+                steps.close(it)
         if it is source or len(run.rows) == before:
             break  # a one-shot iterator is spent, or an epoch gave no batch
     if len(run.rows) <= run.warmup:
@@ -182,17 +183,6 @@ def _factors() -> dict[str, float]:
 def batch_size(batch: Any) -> int:
     """Return the number of samples in `batch`: the leading size of its first tensor or array (else 1)."""
     return batch_len(batch) or 1
-
-
-def _close(it: Iterator[Any], source: Iterable[Any]) -> None:
-    if it is source:
-        return  # the caller's own iterator: leave it as it is
-    shutdown = getattr(it, "_shutdown_workers", None)  # DataLoader's: stop non-persistent workers now
-    if shutdown is not None and not getattr(it, "_persistent_workers", False):
-        shutdown()
-    close = getattr(it, "close", None)  # a generator (ThreadPrefetcher's stops its thread in `finally`)
-    if close is not None:
-        close()
 
 
 def stop_workers(source: Iterable[Any], loader: Iterable[Any]) -> None:

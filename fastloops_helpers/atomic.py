@@ -8,6 +8,7 @@ copy where it was. Folders get their completion marker last, inside the staged c
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 from collections.abc import Iterator
@@ -66,3 +67,11 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
     with staged(path) as tmp:
         tmp.write_text(text)
     return Path(path)
+
+
+def marker_holds(path: str | Path, expected: object) -> bool:
+    """Return whether the JSON marker at `path` equals `expected`: a complete copy written with those settings."""
+    try:
+        return json.loads(Path(path).read_text()) == expected
+    except (OSError, ValueError):  # missing, unreadable or cut short: not that copy
+        return False

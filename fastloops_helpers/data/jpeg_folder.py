@@ -17,7 +17,7 @@ import torch
 from PIL import Image, ImageDraw
 
 from .. import config
-from ..atomic import staged
+from ..atomic import marker_holds, staged
 from ..measure.display import progress
 
 EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -207,7 +207,7 @@ def write_synthetic_imagefolder(
         "odd_modes": odd_modes,
         "version": 1,
     }
-    if _complete(root, params):
+    if marker_holds(root / MARKER, params):
         return root
     with staged(root) as tmp:  # readers never see half a folder; an older copy stays until this one is whole
         with progress(range(n_train + n_val), desc=f"writing {root.name}") as bar:  # type: ignore[attr-defined]
@@ -227,13 +227,6 @@ def _check_target(root: Path, n_train: int, n_val: int, classes: Sequence[str]) 
         raise FileExistsError(
             f"{str(root)!r} exists and was not written by write_synthetic_imagefolder: pass an empty or new folder"
         )
-
-
-def _complete(root: Path, params: dict[str, Any]) -> bool:
-    try:
-        return json.loads((root / MARKER).read_text()) == params
-    except (OSError, ValueError):
-        return False
 
 
 def synthetic_imagefolder(

@@ -19,11 +19,10 @@ import tarfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
-from ..atomic import staged
+from ..atomic import marker_holds, staged
 from ..extras import require
 
 LAYOUTS = ("sorted", "shuffled")
@@ -75,7 +74,7 @@ def write_shards(
     names = [f"shard-{i:05d}" for i in range(shards)]
     labels = [[int(samples[j][1]) for j in cut] for cut in cuts]
     manifest = {"names": names, "labels": labels, "layout": layout, "seed": seed, "samples": len(samples)}
-    if _complete(folder, manifest):
+    if marker_holds(folder / MANIFEST, manifest):
         return Shards(folder, names, labels, layout)
     with staged(folder) as tmp:
         tmp.mkdir(parents=True, exist_ok=True)
@@ -113,13 +112,6 @@ def load(folder: str | Path) -> Shards:
     except (OSError, ValueError) as exc:
         raise FileNotFoundError(f"no complete shard set in {folder}: write it with write_shards()") from exc
     return Shards(folder, manifest["names"], manifest["labels"], manifest["layout"])
-
-
-def _complete(folder: Path, manifest: dict[str, Any]) -> bool:
-    try:
-        return json.loads((folder / MANIFEST).read_text()) == manifest
-    except (OSError, ValueError):
-        return False
 
 
 def jpeg_samples(root: str | Path) -> list[tuple[bytes, int]]:

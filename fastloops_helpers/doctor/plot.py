@@ -15,7 +15,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from ..measure.timeline import STAGE_COLORS
+from ..measure.timeline import STAGE_COLORS, draw_lanes
 
 
 def draw(d: Any, title: str = "", until: float | None = None) -> Figure:
@@ -25,7 +25,8 @@ def draw(d: Any, title: str = "", until: float | None = None) -> Figure:
     fig, (top, bottom) = plt.subplots(
         2, 1, figsize=(9, 0.45 * len(lanes) + 3.4), gridspec_kw={"height_ratios": [max(len(lanes), 1), 1.6]}
     )
-    _gantt(top, df if until is None else df[df.start < until], lanes, d.window_start)
+    top.axvline(d.window_start, color="black", lw=0.8, ls="--", label="measured from here")
+    draw_lanes(top, df if until is None else df[df.start < until], lanes, "seconds since diagnose started")
     _bars(bottom, d)
     top.set_title(title or f"{d.verdict}: waits {d.wait_share:.0%}, headspace {d.headspace:.2g}x", fontsize=10)
     fig.tight_layout()
@@ -34,26 +35,6 @@ def draw(d: Any, title: str = "", until: float | None = None) -> Figure:
 
 def _lanes(df: pd.DataFrame) -> list[str]:
     return sorted(df.lane.unique(), key=lambda s: (not s.startswith("worker"), s.startswith("main: loop"), s))
-
-
-def _gantt(ax: Axes, df: pd.DataFrame, lanes: list[str], window_start: float) -> None:
-    for y, lane in enumerate(lanes):
-        for stage, rows in df[df.lane == lane].groupby("stage"):
-            ax.broken_barh(
-                list(zip(rows.start, rows.seconds)),
-                (y - 0.35, 0.7),
-                color=STAGE_COLORS.get(stage, "#999999"),
-                label=stage,
-            )
-    ax.axvline(window_start, color="black", lw=0.8, ls="--", label="measured from here")
-    ax.set_yticks(range(len(lanes)), lanes)
-    ax.invert_yaxis()
-    ax.set_xlabel("seconds since diagnose started")
-    handles, labels = ax.get_legend_handles_labels()
-    found = dict(zip(labels, handles))
-    order = [s for s in STAGE_COLORS if s in found] + [s for s in found if s not in STAGE_COLORS]
-    ax.legend([found[s] for s in order], order, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    ax.grid(True, axis="x", alpha=0.3)
 
 
 def _bars(ax: Axes, d: Any) -> None:

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import matplotlib.pyplot as plt
 import pandas as pd
 import torch
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch.utils.data import Dataset, default_collate, get_worker_info
 
@@ -223,9 +224,20 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
         df = df[df.start < until]
     lanes = sorted(df.lane.unique(), key=lambda s: (not s.startswith("worker"), s != "main: load", s))
     fig, ax = plt.subplots(figsize=(9, 0.5 * len(lanes) + 1.4))
+    draw_lanes(ax, df, lanes, "seconds since iter(loader)")
+    ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def draw_lanes(ax: Axes, df: pd.DataFrame, lanes: list[str], xlabel: str) -> None:
+    """Draw each of `lanes` as one row of `df`'s events on `ax`, coloured by stage, the legend in stage order.
+
+    `gantt` draws a whole figure with it; `diagnose`'s plot draws its timeline panel. Explained in
+    notebooks/07_dataloader_anatomy.ipynb.
+    """
     for y, lane in enumerate(lanes):
-        part = df[df.lane == lane]
-        for stage, rows in part.groupby("stage"):
+        for stage, rows in df[df.lane == lane].groupby("stage"):
             ax.broken_barh(
                 list(zip(rows.start, rows.seconds)),
                 (y - 0.35, 0.7),
@@ -234,14 +246,11 @@ def gantt(tl: Timeline, title: str = "", until: float | None = None) -> Figure:
             )
     ax.set_yticks(range(len(lanes)), lanes)
     ax.invert_yaxis()
-    ax.set_xlabel("seconds since iter(loader)")
+    ax.set_xlabel(xlabel)
     found = {str(h.get_label()): h for h in ax.get_legend_handles_labels()[0]}
     order = [s for s in STAGE_COLORS if s in found] + [s for s in found if s not in STAGE_COLORS]
     ax.legend([found[s] for s in order], order, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    ax.set_title(title)
     ax.grid(True, axis="x", alpha=0.3)
-    fig.tight_layout()
-    return fig
 
 
 def _union(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:

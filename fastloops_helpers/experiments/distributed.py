@@ -178,9 +178,8 @@ def train(args: argparse.Namespace) -> dict:
                 else batches(data, args.loader, args.batch_size, rank, world, args.seed, epoch)
             )
             seen = train_epoch(net, opt, source, device)
-        seconds = timer.seconds
         ids = torch.cat(seen).numpy()
-        log["epochs"].append({"epoch": epoch, "steps": len(seen), "samples": int(len(ids)), "seconds": seconds})
+        log["epochs"].append({"epoch": epoch, "steps": len(seen), "samples": int(len(ids)), "seconds": timer.seconds})
         np.save(args.log_dir / f"{_tag(args, rank)}-epoch{epoch}.npy", ids)
     with torch.no_grad():
         log["val_accuracy"] = float((model(X_val.to(device)).argmax(1).cpu() == y_val).float().mean())
@@ -250,8 +249,7 @@ def launch(
     done = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed with exit code {done.returncode}:\n{done.stderr[-3000:]}")
-    ranks = [0] if reference else range(world_size)
-    tags = [f"{loader}-reference{world_size}" if reference else f"{loader}-rank{r}" for r in ranks]
+    tags = [f"{loader}-reference{world_size}"] if reference else [f"{loader}-rank{r}" for r in range(world_size)]
     return [json.loads((log_dir / f"{t}.json").read_text()) for t in tags]
 
 
@@ -279,13 +277,12 @@ def figures(
 ) -> dict[str, float]:
     """Return the flat figures: shards ok, DDP equal to one process, its weight difference, throughputs."""
     same = diff < WEIGHT_TOLERANCE and abs(ddp_accuracy - single_accuracy) < ACCURACY_TOLERANCE
-    out = {
+    return {
         "ddp_matches_single": float(same),
         "relative_weight_difference": float(diff),
         "shards_ok": float(all(c["covered"] and c["disjoint"] for c in checks)),
         "ddp_total_over_single": float(speed[0]["samples/s total"] / speed[-1]["samples/s total"]),
-    }
-    return out | {f"samples_per_s_total_{i}": float(s["samples/s total"]) for i, s in enumerate(speed)}
+    } | {f"samples_per_s_total_{i}": float(s["samples/s total"]) for i, s in enumerate(speed)}
 
 
 def data_parallel_here(model: nn.Module, x: torch.Tensor, repeat: int | None = None) -> dict:

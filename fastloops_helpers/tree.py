@@ -60,10 +60,11 @@ def leaves(obj: Any, where: str = "obj") -> list[tuple[str, Any]]:
 
 def tensors(obj: Any) -> list[Tensor]:
     """Return every tensor in `obj`, looking inside TensorDicts too."""
-    found = []
-    for _, leaf in leaves(obj):
-        found += list(leaf.values(include_nested=True, leaves_only=True)) if is_tensor_collection(leaf) else [leaf]
-    return found
+    return [
+        tensor
+        for _, leaf in leaves(obj)
+        for tensor in (leaf.values(include_nested=True, leaves_only=True) if is_tensor_collection(leaf) else [leaf])
+    ]
 
 
 def batch_len(batch: Any) -> int:
@@ -146,9 +147,7 @@ def _rebuild_mapping(original: Mapping[Any, Any], mapped: dict[Any, Any]) -> Map
 
 
 def _is_unsupported(obj: Any) -> bool:
-    if isinstance(obj, (set, frozenset)):
-        return True
-    return (
+    return isinstance(obj, (set, frozenset)) or (
         hasattr(obj, "__iter__")
         and not isinstance(obj, PLAIN_LEAVES)
         and type(obj).__module__.split(".")[0] != "numpy"  # arrays are leaves

@@ -236,9 +236,8 @@ def _busy(step_ratio: float, neighbours: processes.Neighbours) -> bool:
     takes the step's caches): the verdict stands. Beside a neighbour, the same disagreement, or a machine left
     without a spare core, says nothing certain about the loop.
     """
-    if neighbours.cores < NEIGHBOUR_CORES:
-        return False
-    return neighbours.spare_cores < SPARE_CORES or not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
+    disagree = not 1 / BUSY_RATIO <= step_ratio <= BUSY_RATIO
+    return neighbours.cores >= NEIGHBOUR_CORES and (neighbours.spare_cores < SPARE_CORES or disagree)
 
 
 def _stages(tl: timeline.Timeline, warmup: int) -> dict[str, float]:

@@ -67,6 +67,5 @@ def predicted(
 
 def _rounds(measured: Any) -> list[float] | None:
     """Return per-round values as a list, or None for one number (a float, a numpy or torch scalar)."""
-    if isinstance(measured, (int, float)) or getattr(measured, "ndim", None) == 0:
-        return None
-    return [float(v) for v in measured]
+    one = isinstance(measured, (int, float)) or getattr(measured, "ndim", None) == 0
+    return None if one else [float(v) for v in measured]

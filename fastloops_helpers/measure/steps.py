@@ -78,9 +78,7 @@ class StepTimes:
 
 def producers(loader: Iterable[Any]) -> int:
     """Return how many batches `loader` prepares at once: a DataLoader's `num_workers`, else 1."""
-    if isinstance(loader, torch.utils.data.DataLoader):
-        return max(1, loader.num_workers)
-    return 1
+    return max(1, loader.num_workers) if isinstance(loader, torch.utils.data.DataLoader) else 1
 
 
 def compare_steps(

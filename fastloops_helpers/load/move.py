@@ -29,9 +29,8 @@ def move_to(obj: Any, device: torch.device | str, non_blocking: bool = False) ->
     def move(leaf: Any) -> Any:
         if type(leaf) is Tensor:  # the keyword costs argument parsing on every leaf: pass it only when set
             return leaf.to(device, non_blocking=True) if non_blocking else leaf.to(device)
-        if isinstance(leaf, Tensor) or is_tensor_collection(leaf):  # subclasses, e.g. nn.Parameter
-            return leaf.to(device, non_blocking=non_blocking)
-        return leaf
+        moves = isinstance(leaf, Tensor) or is_tensor_collection(leaf)  # subclasses, e.g. nn.Parameter
+        return leaf.to(device, non_blocking=non_blocking) if moves else leaf
 
     try:
         return map_leaves(move, obj)

@@ -134,9 +134,7 @@ def one_thread(device: torch.device | str = "cpu") -> Iterator[None]:
 
 def shard_size(n: int, world_size: int, drop_last: bool) -> int:
     """Return the indices per rank: DistributedSampler drops (drop_last) or pads the uneven tail."""
-    if drop_last and n % world_size:
-        return n // world_size
-    return math.ceil(n / world_size)
+    return n // world_size if drop_last and n % world_size else math.ceil(n / world_size)
 
 
 def shard(order: torch.Tensor, rank: int, world_size: int, drop_last: bool) -> torch.Tensor:

@@ -95,9 +95,7 @@ def gather(x: torch.Tensor, index: torch.Tensor, primitive: str | None = None) -
             return x.index_select(0, index)
     if primitive == "numpy" and not x.requires_grad and x.dtype != torch.bfloat16:
         return torch.from_numpy(np.take(x.numpy(), index.numpy(), axis=0))
-    if primitive == "advanced":
-        return x[index]
-    return x.index_select(0, index)
+    return x[index] if primitive == "advanced" else x.index_select(0, index)
 
 
 def take(data: Any, index: torch.Tensor, primitive: str | None = None) -> Any:

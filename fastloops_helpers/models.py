@@ -65,13 +65,11 @@ class WideResNet(nn.Module):
         n = (depth - 4) // 6
         widths = [16, 16 * widen_factor, 32 * widen_factor, 64 * widen_factor]
         layers: list[nn.Module] = [nn.Conv2d(3, widths[0], 3, padding=1, bias=False)]
-        for group, stride in zip(range(3), (1, 2, 2)):
-            for i in range(n):
-                layers.append(
-                    WideBlock(
-                        widths[group] if i == 0 else widths[group + 1], widths[group + 1], stride if i == 0 else 1
-                    )
-                )
+        layers += [
+            WideBlock(widths[group] if i == 0 else widths[group + 1], widths[group + 1], stride if i == 0 else 1)
+            for group, stride in enumerate((1, 2, 2))
+            for i in range(n)
+        ]
         layers += [nn.BatchNorm2d(widths[3]), nn.ReLU(inplace=True), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
         self.features = nn.Sequential(*layers)
         self.classifier = nn.Linear(widths[3], num_classes)

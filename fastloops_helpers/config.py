@@ -138,15 +138,13 @@ GPU_SCALE = {
 
 def profile(name: str, scale_name: str) -> str:
     """Return the column of SIZES that size `name` takes at `scale_name` (the gpu scale picks one per size)."""
-    if scale_name != "gpu":
-        return scale_name
-    return GPU_SCALE.get(name, GPU_SCALE.get(name.split(".")[0], "workshop"))
+    by_prefix = GPU_SCALE.get(name.split(".")[0], "workshop")
+    return GPU_SCALE.get(name, by_prefix) if scale_name == "gpu" else scale_name
 
 
 def scale(value: str | None = None) -> str:
     """Return the active scale profile (FASTLOOPS_SCALE), rejecting unknown names."""
-    name = value if value is not None else os.environ.get("FASTLOOPS_SCALE", DEFAULT_SCALE)
-    name = name.strip().lower()
+    name = (value if value is not None else os.environ.get("FASTLOOPS_SCALE", DEFAULT_SCALE)).strip().lower()
     if name not in PROFILES:
         raise ValueError(
             f"unknown scale {name!r}: use one of {', '.join(PROFILES)} (set FASTLOOPS_SCALE or pass --scale)"

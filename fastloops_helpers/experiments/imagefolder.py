@@ -23,9 +23,8 @@ SPLITS = ("train", "val")
 
 def sample_transform(split: str) -> Any:
     """Return the per-sample pipeline of `split` (decode-side, for DataLoader + ImageFolder)."""
-    if split == "train":
-        return transforms.TrainSampleTransform(RESIZE, CROP)
-    return transforms.ValSampleTransform(RESIZE, CROP)
+    pipeline = transforms.TrainSampleTransform if split == "train" else transforms.ValSampleTransform
+    return pipeline(RESIZE, CROP)
 
 
 def batch_transform(split: str, num_threads: int = 1) -> transforms.OnImages:

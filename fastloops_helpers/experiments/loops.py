@@ -65,15 +65,14 @@ def slide_loops(
     slide's code comes from `slide` ({name in `SLIDE`: object}, notebook 01's cells), every name given.
     """
     _check_slide(slide)
-    code = slide
     x = torch.arange(n)
-    found = {"python": code["python_epoch"](n, batch_size), "numpy": code["numpy_epoch"](n, batch_size)}
+    found = {"python": slide["python_epoch"](n, batch_size), "numpy": slide["numpy_epoch"](n, batch_size)}
     if num_workers:
-        found["dataloader_workers"] = code["loader_epoch"](code["slide_dataloader"](n, batch_size, num_workers))
-    pipeline = code["tf_data_pipeline"](n, batch_size) if with_tf else None
+        found["dataloader_workers"] = slide["loader_epoch"](slide["slide_dataloader"](n, batch_size, num_workers))
+    pipeline = slide["tf_data_pipeline"](n, batch_size) if with_tf else None
     if pipeline is not None:
-        found["tf_data"] = code["loader_epoch"](pipeline)
-    found["dataloader_nw0"] = code["loader_epoch"](code["slide_dataloader"](n, batch_size, 0))
+        found["tf_data"] = slide["loader_epoch"](pipeline)
+    found["dataloader_nw0"] = slide["loader_epoch"](slide["slide_dataloader"](n, batch_size, 0))
     getitems = DataLoader(BatchRowDataset(x), batch_size=batch_size, shuffle=True, collate_fn=collate_batch)
     found["dataloader_getitems"] = measure.drain(getitems)
     found["slide_fast_dataloader"] = measure.drain(slide_code.FastDataloader(x, batch_size))

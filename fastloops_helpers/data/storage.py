@@ -99,12 +99,11 @@ def read_cold(path: str | Path, repeat: int = 2) -> tuple[float, str]:
                 os.close(fd)
     fd = os.open(path, os.O_RDONLY)
     try:
-        method = "page cache (no way to bypass it here)"
-        if hasattr(os, "posix_fadvise"):
-            method = "posix_fadvise(DONTNEED), then a plain read"
+        fadvise = hasattr(os, "posix_fadvise")
+        method = "posix_fadvise(DONTNEED), then a plain read" if fadvise else "page cache (no way to bypass it here)"
 
         def dropped_then_read() -> None:  # the drop is timed too: a system call, small beside the read
-            if hasattr(os, "posix_fadvise"):
+            if fadvise:
                 os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
             os.lseek(fd, 0, os.SEEK_SET)
             _read_all(fd, buf)

@@ -34,9 +34,8 @@ class RowDataset(Dataset):
 
 
 def _index(data: Any, index: Any) -> Any:
-    if isinstance(index, torch.Tensor) and index.dim() == 1:
-        return rows.take(data, index)  # a batch: the fast gather, not advanced indexing
-    return map_leaves(lambda leaf: leaf[index], data)
+    batch = isinstance(index, torch.Tensor) and index.dim() == 1  # a batch: the fast gather, not advanced indexing
+    return rows.take(data, index) if batch else map_leaves(lambda leaf: leaf[index], data)
 
 
 class GetItemsMixin:

@@ -57,8 +57,7 @@ class BrokenReport:
     def __init__(self, verbose: bool = True) -> None:
         self.verbose = verbose
         self.dropped: list[str] = []
-        self.empty_batches = 0
-        self.batches = 0
+        self.empty_batches = self.batches = 0
 
     def watch(self, loader: Iterable[tuple[Any, list[str]]]) -> Iterator[Any]:
         """Yield each non-empty batch of one epoch; at its end, print the report if `verbose`."""

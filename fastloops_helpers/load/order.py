@@ -186,8 +186,7 @@ class EpochOrder:
         check_sampling(batch_size, shuffle, rank, world_size, group_size)
         self.num_rows, self.batch_size, self.shuffle, self.drop_last = num_rows, batch_size, shuffle, drop_last
         self.seed, self.rank, self.world_size, self.group_size = int(seed), rank, world_size, group_size
-        self.device = torch.device(device)
-        self.epoch = 0
+        self.device, self.epoch = torch.device(device), 0
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order the next iteration uses."""

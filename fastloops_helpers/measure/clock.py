@@ -48,9 +48,7 @@ def set_scaling(hook: Scaling | None) -> None:
 def factors(contenders: Iterable[K]) -> dict[K, float]:
     """Return the factor of each of `contenders` timed together: all 1.0 unless a harness scales durations."""
     keys = list(contenders)
-    if _scaling is None:
-        return dict.fromkeys(keys, 1.0)
-    return dict(zip(keys, _scaling(keys, sys._getframe(1))))
+    return dict.fromkeys(keys, 1.0) if _scaling is None else dict(zip(keys, _scaling(keys, sys._getframe(1))))
 
 
 def _alone(fn: Callable[[], Any] | None = None) -> float:

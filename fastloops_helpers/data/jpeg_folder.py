@@ -87,8 +87,7 @@ class ImageFolder(torch.utils.data.Dataset):
         self.class_to_idx = {name: i for i, name in enumerate(self.classes)}
         self.samples = make_samples(self.root, self.classes)
         self.targets = [label for _, label in self.samples]
-        self.transform = transform
-        self.loader = loader
+        self.transform, self.loader = transform, loader
 
     def __len__(self) -> int:
         return len(self.samples)

@@ -47,9 +47,8 @@ def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, device: torch
 
     def step(x: torch.Tensor, y: torch.Tensor) -> float:
         x, y = move_to((x, y), device, non_blocking=True)
-        y = y.flatten()
         optimizer.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x.float()), y)
+        loss = loss_fn(model(x.float()), y.flatten())
         loss.backward()
         optimizer.step()
         return loss.detach()

@@ -74,8 +74,7 @@ def check_libjpeg_turbo() -> tuple[bool, str, str]:
     from PIL import features
 
     turbo = bool(features.check_feature("libjpeg_turbo"))
-    version = features.version("jpg") or "?"
-    detail = f"Pillow's libjpeg is {'libjpeg-turbo ' if turbo else 'libjpeg '}{version}"
+    detail = f"Pillow's libjpeg is {'libjpeg-turbo ' if turbo else 'libjpeg '}{features.version('jpg') or '?'}"
     return turbo, detail, "the Pillow wheels from PyPI bundle libjpeg-turbo: pip install -U Pillow"
 
 

@@ -84,8 +84,7 @@ class Timer:
     """
 
     def __init__(self, device: torch.device | str | None = None) -> None:
-        self.device = device
-        self.seconds = float("nan")
+        self.device, self.seconds = device, float("nan")
         self._factor = _alone()
 
     def __enter__(self) -> Timer:

@@ -1,5 +1,7 @@
 """The DDP script under torchrun with 2 CPU processes (gloo): placement, shards, coverage, weights vs one process."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -140,7 +142,9 @@ def test_throughput_and_figures_read_the_logs():
 def test_a_liveness_run_slows_the_ranks_functions_too(tmp_path, monkeypatch):
     """torchrun's ranks import the package afresh: they slow what the slowed notebook's kernel slowed."""
     from fastloops_book import liveness
+    from fastloops_book.instruments import hooks
 
     monkeypatch.setenv(liveness.INHERIT, "fastloops_helpers.experiments.distributed:train_epoch:0.5;")
+    monkeypatch.setenv("PYTHONPATH", hooks.environment(dict(os.environ))["PYTHONPATH"])  # as the slowed kernel has
     log = distributed.launch(tmp_path, "helpers", world_size=2, rows=1_001, epochs=1, batch_size=64, reference=True)
     assert log[0]["epochs"][0]["seconds"] >= 0.5  # train_epoch slept at least 0.5 s inside the timed epoch

@@ -1,7 +1,8 @@
 """The claims of notebooks 14 to 16 (papers and docs beyond the seeds): threads or processes, the input-bound
 diagnosis, streaming shards.
 
-Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries. Explained in
+Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries.
+Explained in
 notebooks/13_conclusion.ipynb.
 """
 

@@ -1,7 +1,8 @@
 """The claims of notebooks 07 to 12 (seeds 003 and 004): DataLoader anatomy, read and decode, precompute +
 memmap, FFCV on Otto and CIFAR-10, scaling out.
 
-Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries. Explained in
+Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries.
+Explained in
 notebooks/13_conclusion.ipynb.
 """
 

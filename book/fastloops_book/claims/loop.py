@@ -1,7 +1,8 @@
 """The claims of notebooks 00 to 06 (seeds 000/001 and 002): the tools, the slide's question, `__getitem__`,
 a custom loader, shuffling, fusion, device moves.
 
-Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries. Explained in
+Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries.
+Explained in
 notebooks/13_conclusion.ipynb.
 """
 

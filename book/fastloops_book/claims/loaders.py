@@ -2,8 +2,7 @@
 memmap, FFCV on Otto and CIFAR-10, scaling out.
 
 Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries.
-Explained in
-notebooks/13_conclusion.ipynb.
+Explained in notebooks/13_conclusion.ipynb.
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 a custom loader, shuffling, fusion, device moves.
 
 Each row is a `Claim` (book/fastloops_book/claims/claim.py); `fastloops_book.claims.CLAIMS` joins the registries.
-Explained in
-notebooks/13_conclusion.ipynb.
+Explained in notebooks/13_conclusion.ipynb.
 """
 
 from __future__ import annotations

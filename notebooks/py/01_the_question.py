@@ -6,7 +6,7 @@
 # | **Question** | Which is the fastest way to iterate over E epochs x N samples in batches of 300: pure Python, a PyTorch DataLoader with workers, tf.data, or numpy? |
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
-# | **Run time** | <!-- run-time --> workshop ~3.2 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops
 # do nothing with the batches: only the *loop* is timed (shuffle, cut into batches, hand each batch over).

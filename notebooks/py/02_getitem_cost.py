@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~18 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~27 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
@@ -88,7 +88,7 @@ assert same and torch.equal(batched_fetch(xx, index), index)  # xx[i] is i
 # between 50 / 10 = 5x and 200 / 2 = 100x. The cell below times the two functions above, interleaved,
 # many calls per round; `python -m fastloops_book.bench getitem` saves the same figures.
 
-# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 slide_fns = {"per_sample": lambda: per_sample_fetch(xx, range(100)), "batched": lambda: batched_fetch(xx, index)}
 seconds = measure.per_call(slide_fns, repeat=repeat, block_s=0.01)
 slide = {"slide_100_per_sample_us": measure.median(seconds["per_sample"]) * 1e6,
@@ -99,7 +99,7 @@ print(f"100 single fetches stacked: {slide['slide_100_per_sample_us']:.1f} µs; 
       f"(the slide: {claims.quote('slide_100_speedup')})")
 _ = measure.predicted("100 single fetches / one batched fetch", 5, 100, slide["slide_100_speedup"], "x")
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # The estimate misses on the low side when the interpreter is fast and the machine idle (the per-call overhead
 # is then nearer half a µs) and on the high side when `torch.stack` of 0-d tensors costs more than a
 # copy per element, which depends on the torch version.

@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~6.8 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~2.3 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per

@@ -6,7 +6,7 @@
 # | **Question** | FFCV loads CIFAR-10 batches many times faster than a DataLoader; why does that gap almost vanish once a WideResNet trains on every batch, and what happens on a CPU? |
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
-# | **Run time** | <!-- run-time --> workshop ~8.8 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~3.3 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|
@@ -795,10 +795,10 @@ replay["load only"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], None
 replay["full"]["DataLoader"] = seed_pass(replay_loaders["DataLoader"], replay_steps["DataLoader"], device, skip)
 replay_tables = {phase: seed_table(times) for phase, times in replay.items()}
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # Full forward pass (seconds per batch; the last row in %), as the seed's first table:
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 replay_tables["full"].round(5)
 
 # %% [markdown] slideshow={"slide_type": "-"}

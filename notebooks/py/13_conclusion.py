@@ -6,7 +6,7 @@
 # | **Question** | Which of the seeds' claims hold on this machine, by how much, and what should a fast training loop do first? |
 # | **Seeds** | all |
 # | **GPU** | no: it reads what the other notebooks saved; claims that need a GPU are marked as such |
-# | **Run time** | <!-- run-time --> workshop ~5.9 s (measured on AMD EPYC, 2 cores, 2026-11-27) |
+# | **Run time** | <!-- run-time --> workshop ~5 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Every notebook saves its figures, with the machine, scale and commit they came from, as
 # `results/NN_name.json` (`measure.save_results`). This notebook reads them and prints what they say; it

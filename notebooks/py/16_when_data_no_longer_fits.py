@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~3.1 min (measured on AMD EPYC, 2 cores, 2026-12-02) |
+# | **Run time** | <!-- run-time --> workshop ~3.6 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The

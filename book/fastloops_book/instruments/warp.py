@@ -78,9 +78,7 @@ def factors(keys: Iterable[K]) -> dict[K, float]:
     return {k: STEP**e for k, e in zip(ranked, exponents(len(keys)))}
 
 
-SOLUTION_FIRST_LINE = (
-    "# Solution: try the exercise first"  # every solution cell starts so (fastloops_book.notebooks)
-)
+SOLUTION_FIRST_LINE = "# Solution: try the exercise first"  # every solution cell starts so (fastloops_book.notebooks)
 ALONE = tuple(e for e in LEVELS if e)  # a timing alone is always moved
 _sites: dict[tuple[str, int], dict[Any, int]] = {}  # per site, the exponent of each key seen there
 

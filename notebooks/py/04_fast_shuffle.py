@@ -6,7 +6,7 @@
 # | **Question** | Why is a fresh permutation of a big index slow, what does shuffling groups instead of items save, and what does it cost in randomness? |
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
-# | **Run time** | <!-- run-time --> workshop ~2.3 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~2.0 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per
@@ -782,29 +782,43 @@ assert len(torch.unique(ex2[1].view(-1, ex2_g) % ex2_g, dim=0)) == 1
 assert len(torch.unique(ex2[VARIANTS].view(-1, ex2_g) % ex2_g, dim=0)) > 1
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# **3.** Call `torch.set_num_threads(1)` and time the permutations again (`time_permutations` at the
-# largest N of `SIZES`), then restore the thread count. Which method's time changes the most, and why?
+# **3.** Time every permuter (`permuters`) with one torch thread and with all of them, in the same interleaved
+# rounds, at the middle N of `SIZES` (`measure.torch_threads` sets the count and restores it). Which method's time
+# changes the most, and is the change clear of the noise by its interval? Predict first: which of the methods can
+# use more than one thread at all?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-def ex3_seconds(threads: int) -> dict[str, float]:
-    with measure.torch_threads(threads):  # sets the count, and restores it after the block
-        found = time_permutations(max(SIZES), GROUP_SIZE, REPEAT)
-    return {r["method"]: r["seconds"] for r in found}
+def ex3_contenders(n: int, counts: list[int]) -> dict[tuple[str, int], Any]:
+    """Return {(method, threads): a call of that permuter with that many torch threads} at size `n`."""
+    def with_threads(fn, t):
+        def run():
+            with measure.torch_threads(t):  # sets the count, and restores it after the call
+                fn()
+        return run
+    return {(m, t): with_threads(fn, t) for m, fn in permuters(n, GROUP_SIZE).items() for t in counts}
 
 
-ex3 = pd.DataFrame({f"{t} thread(s)": ex3_seconds(t) for t in sorted({torch.get_num_threads(), 1})})
-ex3["one thread / all"] = ex3.iloc[:, 0] / ex3.iloc[:, -1]
-print(ex3.round(4))
-ex3_most = (ex3["one thread / all"] - 1).abs().idxmax()
-print(f"changed the most with one thread: {ex3_most} ({ex3.loc[ex3_most, 'one thread / all']:.2f}x its time)")
+ex3_all = torch.get_num_threads()
+ex3_n = sorted(SIZES)[len(SIZES) // 2]
+ex3_t = measure.interleaved(ex3_contenders(ex3_n, sorted({1, ex3_all})), repeat=6, warmup=1, shuffle=True)
+ex3_change = {m: measure.ratios(ex3_t, (m, 1), (m, ex3_all)) for m, _ in ex3_t if ex3_all > 1}  # 1 thread / all
+for ex3_m, ex3_r in ex3_change.items():
+    print(f"{ex3_m:>30}, time with one thread over {ex3_all}: {measure.verdict(ex3_r, (0.9, 1.1))}")
+if ex3_change:
+    ex3_most = max(ex3_change, key=lambda m: abs(np.log(measure.median(ex3_change[m]))))
+    ex3_v = measure.verdict(ex3_change[ex3_most], (0.9, 1.1))  # "missed" the 10 % band: a change the interval shows
+    print(f"changed the most with one thread, N = {ex3_n:,}: {ex3_most} ({ex3_v.median:.2f}x its time): "
+          + {"missed": "a clear change", "met": "within 10 %: no method changes clearly"}.get(ex3_v.word,
+                                                                                            "a tie with the noise"))
+else:
+    print("one torch thread is all this machine has: nothing to compare")
 print("numpy's shuffles run on one thread anyway; torch's ops may split work across threads, which helps on an "
-      "idle machine and costs a synchronisation when another process holds a core (single runs)")
-ex3_threads = torch.get_num_threads()
-assert set(ex3.index) >= set(FULL) and ex3.shape[1] == len({ex3_threads, 1}) + 1  # every method, each count
-assert ex3_threads == max(int(c.split()[0]) for c in ex3.columns[:-1])  # the thread count is restored afterwards
+      "idle machine and costs a synchronisation when another process holds a core")
+assert torch.get_num_threads() == ex3_all  # the thread count is restored after every call
+assert {m for m, _ in ex3_t} >= set(FULL) and {len(v) for v in ex3_t.values()} == {6}  # every method, every round
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** FFCV keeps 2 x batch_size pages open. Make the quasi-random order of the sorted labels with pages as
 # large as the largest group size and `buffer_size=1`, then with `2 * BATCH_SIZE`. What does the buffer do for
 # the class mix?

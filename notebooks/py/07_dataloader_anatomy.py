@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.5 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -879,7 +879,26 @@ ex4_collate_ms = {label: tl.frame().query("stage == 'collate'").seconds.median()
 ex4_base_ms = base_tl.frame().query("stage == 'collate'").seconds.median() * 1e3
 print(f"collate per batch with {main_threads} thread(s), section 1: {ex4_base_ms:.3f} ms")
 for label, ms in ex4_collate_ms.items():
-    print(f"{label} with {ex4_threads} threads: {ms:.3f} ms")
+    print(f"{label} with {ex4_threads} threads: {ms:.3f} ms (one epoch's median: single run)")
+# one epoch per setting decides nothing on a busy machine: record num_workers=0 epochs with each thread count in
+# the same interleaved rounds, and read the per-round ratio of their median collate times with its interval
+def ex4_epoch_collate_ms(threads):
+    """Return the median collate time (ms) of one num_workers=0 epoch run with `threads` torch threads."""
+    with measure.torch_threads(threads):
+        _, tl = record_config(dataset, {"num_workers": 0}, batch_size, step_ms)
+    return tl.frame().query("stage == 'collate'").seconds.median() * 1e3
+
+
+ex4_counts = sorted({main_threads, ex4_threads})
+ex4_ms = {t: [] for t in ex4_counts}
+measure.interleaved({t: partial(lambda t: ex4_ms[t].append(ex4_epoch_collate_ms(t)), t) for t in ex4_counts},
+                    ladder_rounds, warmup=0, shuffle=True)
+if len(ex4_counts) > 1:
+    ex4_v = measure.verdict([a / b for a, b in zip(ex4_ms[ex4_threads], ex4_ms[main_threads])], (0.9, 1.1))
+    ex4_word = {"met": "no clear change (within 10 %)"}.get(ex4_v.word, "a tie with the noise")
+    if ex4_v.word == "missed":
+        ex4_word = "slower with more threads" if ex4_v.median > 1 else "faster with more threads"
+    print(f"collate in a num_workers=0 epoch, {ex4_threads} threads over {main_threads}: {ex4_v}: {ex4_word}")
 assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r["batches"] == n_batches for r in ex4_rows)
 
 # %% [markdown] slideshow={"slide_type": "-"}
@@ -889,11 +908,22 @@ assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r[
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-ex5_rows, ex5_tls = sweep(dataset, {
+ex5_configs = {
     "num_workers=2": {"num_workers": 2},
     "ProcessPrefetcher over num_workers=1": {"num_workers": 1, "wrap": lambda dl: ProcessPrefetcher(dl, depth=depth)},
-}, batch_size, step_ms)
-ex5_table = pd.DataFrame(ex5_rows).set_index("config")
-print(ex5_table[["img_per_s", "wait_share", "first_batch_s", "parallelism"]].round(3).to_string())
+}
+ex5_runs = {label: [] for label in ex5_configs}  # one epoch of each per round, in a new order each round
+measure.interleaved({label: partial(lambda lb: ex5_runs[lb].append(record_config(dataset, ex5_configs[lb],
+                                                                               batch_size, step_ms)), label)
+                     for label in ex5_configs}, ladder_rounds, warmup=0, shuffle=True)
+ex5_table = pd.DataFrame({label: {k: measure.median([row[k] for row, _ in runs]) for k in
+                                  ("img_per_s", "wait_share", "first_batch_s", "parallelism")}
+                          for label, runs in ex5_runs.items()}).T
+print(ex5_table.round(3).to_string(), f"\n(medians over {ladder_rounds} rounds)")
+ex5_rates = {label: [row["img_per_s"] for row, _ in runs] for label, runs in ex5_runs.items()}
+ex5_v = measure.verdict(measure.ratios(ex5_rates, "num_workers=2", "ProcessPrefetcher over num_workers=1"), 1.0)
+print("num_workers=2 over the ProcessPrefetcher, img/s:", ex5_v, "->", {
+    "met": "two workers use the cores better", "missed": "the prefetcher uses the cores better"}.get(ex5_v.word, "a tie"))
 print("the prefetcher process only forwards batches: one worker decodes, so about one batch loads at a time")
-assert len(ex5_tls) == 2 and all(tl.samples == len(dataset) for tl in ex5_tls.values())
+assert {len(runs) for runs in ex5_runs.values()} == {ladder_rounds}
+assert {tl.samples for runs in ex5_runs.values() for _, tl in runs} == {len(dataset)}

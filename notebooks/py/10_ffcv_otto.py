@@ -6,7 +6,7 @@
 # | **Question** | When the model is tiny and the batch is big, how much of a training step is the loader, and how do FFCV, PyTorch's DataLoader and the helpers' batched loader compare? |
 # | **Seed** | 003 (FFCV): the Otto part (OttoDataset, `.beton` writer, FFCV Loader vs DataLoader, the MLP, the timing table with uplift), under the project's protocol and under the seed's own |
 # | **GPU** | optional: on a GPU the batches go there (FFCV's `ToDevice`, `pin_memory`); on the CPU everything runs here |
-# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.3 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Seed 003 saves the Otto Group product table (93 counts per product, 9 classes) in FFCV's `.beton` format,
 # loads it in batches of 1024 with FFCV and with a DataLoader over a per-sample Dataset, and times the model
@@ -681,15 +681,24 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
 ex1_batch = 64
-ex1_load = table(compare(make_loaders(data, ex1_batch, device, seed=seed), 1, None, device, skip=0),
-                      ex1_batch)
-ex1_rates = pd.DataFrame({f"batch {batch_size}, samples/s": load["samples_per_s"],
-                          f"batch {ex1_batch}, samples/s": ex1_load["samples_per_s"]})
-ex1_rates["kept"] = ex1_rates.iloc[:, 1] / ex1_rates.iloc[:, 0]
-print(ex1_rates.round(2).to_string())
-print("keeps the smallest share:", ex1_rates["kept"].idxmin())
+ex1_loaders = {f"{n}, batch {b}": loader for b in (batch_size, ex1_batch)
+               for n, loader in make_loaders(data, b, device, seed=seed).items()}
+ex1_times = compare(ex1_loaders, epochs, None, device, skip=0)  # both batch sizes in the same interleaved rounds
+ex1_rates = {k: [len(ex1_times[k]) // epochs * int(k.rsplit(" ", 1)[1]) / s for s in seconds]  # samples/s per round
+             for k, seconds in per_round(ex1_times, epochs, math.fsum).items()}
+ex1_kept = {n: measure.ratios(ex1_rates, f"{n}, batch {ex1_batch}", f"{n}, batch {batch_size}") for n in loaders}
+for ex1_name, ex1_r in ex1_kept.items():
+    ex1_low, ex1_high = measure.median_interval(ex1_r)
+    print(f"{ex1_name:>10}: batch {ex1_batch} keeps {measure.median(ex1_r):.2f} of its samples/s at {batch_size} "
+          f"(95 % interval {ex1_low:.2f} to {ex1_high:.2f}, {len(ex1_r)} rounds)")
+ex1_least, ex1_next = sorted(ex1_kept, key=lambda n: measure.median(ex1_kept[n]))[:2]
+ex1_v = measure.verdict([b / a for a, b in zip(ex1_kept[ex1_least], ex1_kept[ex1_next])], 1.0)
+print(f"keeps the smallest share: {ex1_least}" if ex1_v.word == "met" else
+      f"keeps the smallest share: a tie between {ex1_least} and {ex1_next}",
+      f"({ex1_next}'s share over {ex1_least}'s, per round: {ex1_v})")
 # one gather per batch still beats 64 Python __getitem__ calls and a collate by far
-assert ex1_load.loc["helpers", "samples_per_s"] > 2 * ex1_load.loc["DataLoader", "samples_per_s"]
+ex1_over = measure.ratios(ex1_rates, f"helpers, batch {ex1_batch}", f"DataLoader, batch {ex1_batch}")
+assert measure.median_interval(ex1_over)[0] > 2, f"helpers over DataLoader at batch {ex1_batch}: {ex1_over}"
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Give the DataLoader two workers and keep them between epochs (`num_workers=2, persistent_workers=True`)
@@ -731,11 +740,18 @@ if data["beton"] is not None:
                     for o in ("random", "quasi_random")}
 else:
     print("ffcv is not importable here: only the helpers' orders are compared")
-ex3_load = table(compare(ex3_loaders, 2, None, device, skip=0), batch_size,
-                      baseline="helpers, shuffle=True")
+ex3_times = compare(ex3_loaders, epochs, None, device, skip=0)  # all orders in the same interleaved rounds
+ex3_load = table(ex3_times, batch_size, baseline="helpers, shuffle=True")
 print(ex3_load[["mean", "samples_per_s"]].round({"mean": 5, "samples_per_s": 0}).to_string())
-print("in memory every row costs the same to reach, in any order; from a disk, a block order reads whole "
-      "pages or chunks at once instead of one row per seek")
+ex3_epochs = per_round(ex3_times, epochs, math.fsum)  # each round's epoch, per loader
+for ex3_block, ex3_random in (("helpers, shuffle='grouped'", "helpers, shuffle=True"),
+                              ("FFCV, order='quasi_random'", "FFCV, order='random'")):
+    if ex3_block in ex3_epochs:  # the same rows in every order: a rate ratio is the inverse epoch ratio
+        ex3_v = measure.verdict(measure.ratios(ex3_epochs, ex3_random, ex3_block), (0.9, 1.1))
+        ex3_word = {"met": "the same rate, within 10 %", "missed": "the order changes the rate"}.get(ex3_v.word, "neither, by this interval")
+        print(f"{ex3_block} over {ex3_random}, samples/s: {ex3_v}: {ex3_word}")
+print("a table in memory costs about the same to reach row by row in any order, unless a block order lets the "
+      "gather read whole cache lines; from a disk, a block order reads whole pages or chunks instead of seeking")
 ex3_rows = {name: sum(len(y) for _, y in loader) for name, loader in ex3_loaders.items()}
 assert len(set(ex3_rows.values())) == 1  # each order hands out the same number of rows per epoch
 

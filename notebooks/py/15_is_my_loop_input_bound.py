@@ -6,7 +6,7 @@
 # | **Question** | Is my training loop waiting for data, how much would it gain if loading were free, and which knob should I turn first? |
 # | **Seeds** | all of them, and beyond: seed 002's timelines, seed 003's load-only vs full-step tables, SPDL's `CacheDataLoader` |
 # | **GPU** | optional: without one, the image loops use notebook 07's stand-in step (it sleeps, leaving the CPU free as a GPU step does), the Otto MLP trains on the CPU, and section 9's ResNet-50 and nvJPEG give way to a small stand-in model and Pillow |
-# | **Run time** | <!-- run-time --> workshop ~1.5 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.8 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebooks 01-14 each turned one knob. Before turning any, an engineer needs to know whether loading is the
 # problem at all (further reading from seed 002: [Solving Machine Learning Performance Anti-Patterns: a Systematic Approach](https://paulbridger.com/posts/nsight-systems-systematic-optimization)). `fastloops_helpers.diagnose(loader, step)` answers it from measurements of your own loop:
@@ -733,3 +733,6 @@ print("thresholds' verdicts:", ", ".join(f"load {s:g} x step -> {v}" for s, v in
 ex4_flip = min(s for s, v in ex4_model.items() if v != "compute-bound")
 print(f"the loop stops being compute-bound by a load of {ex4_flip:g} x the step (on the thresholds)")
 assert ex4_model[0] == "compute-bound" and ex4_model[4] == "input-bound" and 0 < ex4_flip <= 1
+# and measured: far from the flip the diagnosis must agree with the thresholds (loads and steps here are sleeps, so a
+# busy machine stretches them alike)
+assert ex4_verdicts[0] == ex4_model[0] and ex4_verdicts[4] == ex4_model[4], ex4_verdicts

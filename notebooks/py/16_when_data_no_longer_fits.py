@@ -6,7 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
-# | **Run time** | <!-- run-time --> workshop ~3.6 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The
@@ -1315,35 +1315,55 @@ assert len(ex1) == 2 and all(r["images"] == images and abs(r["read_amplification
 # one shard at a time and with four, and how much buffer do the three extra open shards save? Sweep buffer sizes on
 # the labels alone (section 4's `epoch_labels` and `entropy`) in steps of a quarter shard (a doubling sweep
 # jumps over the difference), average a few epochs (each epoch shuffles its shards anew), and express the answer in
-# shards (buffer / samples per shard). Section 4's arithmetic predicts the saving: a batch's window spans
-# `at_once + (2 x buffer + batch) / shard` shards, so three more open shards are worth 1.5 shards of buffer. Look at
-# the tail too: the last batches of an epoch are mixed worse than the rest when shards run out.
+# shards (buffer / samples per shard). Predict the saving on paper first, from section 4's window arithmetic: a
+# batch's window spans `at_once + (2 x buffer + batch) / shard` shards. Then set it beside the sweep, print both
+# curves near the crossings, and check the prediction where the curves are steep: the entropy gap at no buffer.
+# Look at the tail too: the last batches of an epoch are mixed worse than the rest when shards run out.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-def ex2_needed(at_once, step, target=0.95, epochs=4):
-    """Return (buffer, tail share): the smallest buffer, in steps of `step`, whose mean entropy over `epochs` epochs
-    reaches `target` of the full shuffle's."""
+def ex2_curve(at_once, step, until=None, epochs=4):
+    """Return {buffer: (mean entropy, mean tail entropy) over `epochs` epochs, as shares of the full shuffle's},
+    in steps of `step` up to `until` (None: two steps past 0.95, or the whole epoch)."""
     src, full = data.sorted, entropies[0]["full_shuffle_bits"]
-    for b in range(0, src.samples + step, step):
+    curve = {}
+    for b in range(0, (until if until is not None else src.samples) + step, step):
         orders = [epoch_labels(src.labels, b, at_once, epoch=e) for e in range(epochs)]
-        if np.mean([entropy(o, batch_size) for o in orders]) >= target * full:
-            return b, np.mean([entropy(o, batch_size, TAIL) for o in orders]) / full
-    return src.samples + step, float("nan")  # never reached: more than the whole epoch
+        curve[b] = (np.mean([entropy(o, batch_size) for o in orders]) / full,
+                    np.mean([entropy(o, batch_size, TAIL) for o in orders]) / full)
+        if until is None and sum(e >= 0.95 for e, _ in curve.values()) > 2:
+            break
+    return curve
 
 
 ex2_per_shard = data.sorted.samples / len(data.sorted.names)
 ex2_step = max(1, round(ex2_per_shard / 4))
-ex2 = {k: ex2_needed(k, ex2_step) for k in (1, 4)}
-for ex2_k, (ex2_b, ex2_tail) in ex2.items():
-    print(f"{ex2_k} shard(s) at once: a buffer of {ex2_b} samples ({ex2_b / ex2_per_shard:.2f} shards) reaches 0.95 "
-          f"of the full shuffle; the tail reaches {ex2_tail:.2f}")
-ex2_saved = (ex2[1][0] - ex2[4][0]) / ex2_per_shard
-print(f"four shards at once save {ex2[1][0] - ex2[4][0]} samples of buffer: {ex2_saved:.2f} shards "
-      f"(predicted 1.5; the sweep's resolution is {ex2_step / ex2_per_shard:.2f} shard)")
-assert ex2[4][0] <= ex2[1][0] - ex2_step, "four open shards should need at least one step less buffer than one"
+ex2 = {1: ex2_curve(1, ex2_step)}
+ex2[4] = ex2_curve(4, ex2_step, until=max(ex2[1]))  # over the same buffers, to set the curves side by side
+ex2_at = {k: next((b for b, (e, _) in c.items() if e >= 0.95), None) for k, c in ex2.items()}  # the crossings
+for ex2_k, ex2_b in ex2_at.items():
+    print(f"{ex2_k} shard(s) at once: " + (f"a buffer of {ex2_b} samples ({ex2_b / ex2_per_shard:.2f} shards) reaches "
+          f"0.95 of the full shuffle; the tail reaches {ex2[ex2_k][ex2_b][1]:.2f}" if ex2_b is not None
+          else "never reaches 0.95 of the full shuffle, even with the whole epoch buffered"))
+if None not in ex2_at.values():
+    ex2_res = ex2_step / ex2_per_shard  # each crossing is known to one step: the saving to two
+    _ = measure.predicted("buffer saved by three more open shards (the window arithmetic: 3 / 2), shards",
+                          1.5 - 2 * ex2_res, 1.5 + 2 * ex2_res, (ex2_at[1] - ex2_at[4]) / ex2_per_shard)
+    print("both curves near the crossings (share of the full shuffle's entropy):")
+    for ex2_b in sorted(b for b in ex2[1] if min(ex2_at.values()) - 2 * ex2_step <= b <= max(ex2_at.values())):
+        print(f"  buffer {ex2_b / ex2_per_shard:5.2f} shards: 1 at once {ex2[1][ex2_b][0]:.3f}, "
+              f"4 at once {ex2[4][ex2_b][0]:.3f}")
+# where the mixing is poor the window arithmetic is steep and testable: with no buffer, a batch's window spans
+# 1 + batch / shard shards with one open and 3 more with four, and the entropy gap between them is large
+ex2_full = entropies[0]["full_shuffle_bits"]
+ex2_gap = (ex2[4][0][0] - ex2[1][0][0]) * ex2_full
+ex2_predicted_gap = (predicted_entropy(ex2_per_shard, 0, 4, batch_size, "sorted", ex2_full)
+                     - predicted_entropy(ex2_per_shard, 0, 1, batch_size, "sorted", ex2_full))
+_ = measure.predicted("entropy gained by three more open shards at buffer 0, bits", 0.5 * ex2_predicted_gap,
+                      1.5 * ex2_predicted_gap, ex2_gap)
+assert ex2_gap >= 0.5 * ex2_predicted_gap > 0, "four open shards should mix a batch far better than one"
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Three ranks instead of two. What does the helpers' `split_shards` say when the shard count does not divide
 # by three, and what does `datasets`' `split_dataset_by_node` do instead? Count, for the second, whether every
 # sample is read exactly once and how many bytes all ranks fetched over the data set's size.
@@ -1372,7 +1392,7 @@ print(f"split_dataset_by_node: {len(ex3_keys)} samples read, {len(set(ex3_keys))
 assert len(ex3_keys) == len(set(ex3_keys)) == data.sorted.samples
 
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **4.** Fewer, bigger shards: write the same images as a quarter as many shards and read each set once at the
 # same-region profile, decoding off, with WebDataset (curl streams a shard: samples come out as its bytes arrive)
 # and with the pyarrow reader fetching one shard at a time (`ahead = 0`: a whole shard in one GET, parsed once it
@@ -1419,3 +1439,10 @@ assert ex4_wait.loc["webdataset tar", ex4_fewer] <= ex4_wait.loc["webdataset tar
 assert abs(ex4_transfer.loc["webdataset tar", ex4_fewer] / ex4_transfer.loc["webdataset tar", n_shards] - 1) < 0.05
 assert ex4_transfer.loc["pyarrow Parquet", ex4_fewer] > ex4_transfer.loc["pyarrow Parquet", n_shards]
 assert (ex4["images"] == images).all() and len(ex4) == 4
+# and measured: the whole-shard reader's first batch grows with the wait the model adds (the store's simulated
+# latency and rate are real sleeps; a quarter of the model leaves room for the noise of starting a reader)
+ex4_first = ex4["first batch ms"].unstack()
+ex4_grown = ex4_first.loc["pyarrow Parquet", ex4_fewer] - ex4_first.loc["pyarrow Parquet", n_shards]
+ex4_modelled = ex4_wait.loc["pyarrow Parquet", ex4_fewer] - ex4_wait.loc["pyarrow Parquet", n_shards]
+print(f"pyarrow Parquet: the first batch grew {ex4_grown:.0f} ms, the model's wait {ex4_modelled:.0f} ms")
+assert ex4_grown >= 0.25 * ex4_modelled > 0, "bigger shards should delay a whole-shard reader's first batch"

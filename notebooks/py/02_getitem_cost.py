@@ -581,8 +581,8 @@ assert len(ex2) == 2 and all(sum(len(b) for b in loader) == loader_rows
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Replace `collate_batch` with `lambda b: b` and start a DataLoader with one worker under
 # `multiprocessing_context="spawn"`, then under `"fork"`. What error do you get, when, and why does a module-level
-# function such as `collate_batch` avoid it? (Spawn pickles the Dataset and the collate function to send them to
-# a fresh interpreter; fork copies the parent's memory instead.)
+# function such as `collate_batch` avoid it? Think about how each start method gives the worker its Dataset and
+# its collate function.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

@@ -798,13 +798,12 @@ print("ProcessPrefetcher overlaps the step (> 50 % of step time):", timeline.ove
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each solution runs at the smoke scale with fresh names, so the cells above keep their results.
+# Each solution runs at the notebook's scale with fresh names, so the cells above keep their results.
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** Set `step_ms = 100` in the defaults block and re-run section 2. At which `num_workers` does the wait
 # share fall to nearly zero, and why does adding workers beyond that change nothing? Look at the wait after the
-# first batch (the first one always waits for a worker to start and decode) and at `wall_s`: an epoch can never
-# be shorter than its batches times the step.
+# first batch and at `wall_s`, and compare `wall_s` with the number of batches times the step.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

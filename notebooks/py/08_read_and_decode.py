@@ -657,12 +657,13 @@ else:
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each solution runs at the smoke scale with fresh names, so the cells above keep their results.
+# Each solution runs at the notebook's scale with fresh names, so the cells above keep their results.
 
 # %% [markdown] slideshow={"slide_type": "-"}
-# **1.** A data set of many small files is read in small pieces. Read a cached file with `storage.read_cached`
-# in 512-byte chunks instead of the 4 MiB `CHUNK`: how does the rate change, and what does one system call cost?
-# Look at the rate ratio and the time per call.
+# **1.** A data set of many small files is read in small pieces. *Predict on paper first:* how many system calls
+# does one pass over a 16 MiB file make in 512-byte chunks, and how many in the 4 MiB `CHUNK`? Then read a cached
+# file with `storage.read_cached` both ways, and count the 512-byte calls to check your arithmetic. How does the
+# rate change, and what does one system call cost? Look at the rate ratio and the time per call.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -728,8 +729,8 @@ assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.fr
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** (Needs an NVIDIA GPU; the solution says what it skipped without one.) Time the pinned host-to-GPU
 # copy of section 4 for 1, 16 and 64 MiB with `gpu_copy_rows`. From which size does the rate stop
-# growing, and why does a small copy not reach it? Look at GB/s per size: a fixed cost per copy (launch,
-# synchronisation) dominates small ones.
+# growing, and why does a small copy not reach it? Look at GB/s per size, and at what a copy costs besides moving
+# its bytes.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

@@ -1124,9 +1124,9 @@ assert ex1_side < images.shape[1] and ex1_gap <= 1 and ex1_64.stop - ex1_64.star
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** No worker. Build the DataLoader with `num_workers=0` (`torch_loader`, defined above) and time its
-# load-only epoch and `steps` training steps behind it (`load_only`, `compare_steps`). Look at the
-# time the loop waits for a batch: with no worker process nothing loads in the background, so the wait should
-# be the whole load time (`hidden_%` near 0). Compare with the `num_workers` run in the overlap table.
+# load-only epoch and `steps` training steps behind it (`load_only`, `compare_steps`). How much of the load time
+# does the step hide now? Look at the time the loop waits for a batch and at `hidden_%`, and compare with the
+# `num_workers` run in the overlap table.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -1151,10 +1151,11 @@ assert len(psutil.Process().children()) == ex2_before and ex2_loaders["DataLoade
 assert ex2["hidden_%"].iloc[0] < 50, f"{ex2['hidden_%'].iloc[0]:.0f} % hidden with no worker to hide it"
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
-# **3.** How big must the model be? Time one training step of WRN-10-1 and WRN-10-2 (twice the width, about
-# four times the arithmetic) on one batch that is already loaded, and divide the DataLoader's load-only time
-# per batch (the load-only table) by each. Look for how the share of the step that loading takes falls as the
-# model grows: the seed's WRN-28-10 does several hundred times the arithmetic of WRN-10-1.
+# **3.** How big must the model be? *Predict on paper first:* WRN-10-2 has twice the channels of WRN-10-1 in
+# every convolution; by what factor does that multiply a convolution's weights, and so the model's parameters?
+# Check it with the parameter counts, then time one training step of each on one batch that is already loaded,
+# and divide the DataLoader's load-only time per batch (the load-only table) by each. How does the share of the
+# step that loading takes change as the model grows, and what would it be for the seed's WRN-28-10?
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

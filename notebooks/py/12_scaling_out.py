@@ -353,9 +353,9 @@ print("holds:", holds)
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** More ranks. Compute one epoch's shards for `world_size` 3 and 4 with both sharding functions shown
 # above (`sampler_batches` and `helpers_batches`, one call per rank) and check them with
-# `distributed.shard_check`. How many indices are repeated (the padding is `-train_rows % world_size`), and
-# which rows are they? Compare them with the first row of each rank: the padding repeats the first indices
-# of the common permutation, which rank 0, 1, ... start with.
+# `distributed.shard_check`. *Predict on paper first:* every rank must get the same number of rows, so how many
+# indices must be repeated for 3 and for 4 ranks, from the number of training rows? Then check your count, and
+# find which rows are repeated: compare them with the first row of each rank.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -431,7 +431,7 @@ assert not np.array_equal(ex3_epochs[0][0], ex3_epochs[1][0])
 # **4.** (Needs a CUDA GPU, two to see the batch split; skipped without one.) Time the four steps of
 # `data_parallel_by_hand` one by one on the global batch (`batch_size * world_size` rows of the MLP): `scatter`,
 # `replicate`, `parallel_apply` and `gather`. Where does DataParallel spend its time besides the forward pass
-# itself? Look at `replicate`: it copies every weight to every GPU at every call, which DDP does once.
+# itself? Look at `replicate`, and ask what it copies at every call that DDP copies once.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

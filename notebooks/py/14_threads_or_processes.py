@@ -961,8 +961,8 @@ for target in targets.values():
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** Give the `ThreadLoader` as many threads as cores (`threads=cores`) instead of `n_threads`, and time
 # epochs of both in turns. Does overlapping file reads with decodes matter on this machine? Look at the
-# images/s: threads beyond the cores help only while some thread waits for the disk, and the files of a small
-# folder sit in the page cache. Whatever the thread count, the batches must be the same ones, in the same order.
+# images/s, and ask where these files are read from. Whatever the thread count, the batches must be the same
+# ones, in the same order.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -985,9 +985,8 @@ assert ex1_labels[0] == ex1_labels[1], "the thread count changed the batches"
 # package: the `ImageFolder` takes a `loader=` that turns a path into an RGB PIL image. Time the `ThreadLoader`
 # and the DataLoader with `n_workers` workers on both decoders, in interleaved rounds, and compare the two
 # loaders' gains by their interval. Which loader gains more from the faster decoder on this machine, or is it a
-# tie? Before you time it, predict from the mechanism: which part of a sample runs without the GIL, and what
-# weighs more for the threads when it shrinks? Check too that simplejpeg really decoded the files (count its
-# decodes) and that it gives Pillow's pixels.
+# tie? Before you time it, predict which loader should gain more, and why. Check too that simplejpeg really
+# decoded the files (count its decodes) and that it gives Pillow's pixels.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -1053,9 +1052,8 @@ else:
 # **3.** Add a pure-Python augmentation to the sample function: a loop that inverts the first tens of thousands
 # of pixel values of each image, one value at a time. Predict from section 6's GIL-holding share how the
 # `ThreadLoader` and the DataLoader change, then time both with and without it. Look at the ratio ThreadLoader /
-# DataLoader: the loop holds the GIL, so the threads run it one at a time while each worker process runs its
-# own. A wrapper class defined in a cell is fine here: threads never pickle it, and the DataLoader's workers are
-# forked (under forkserver or spawn it would have to live in a module).
+# DataLoader. A wrapper class defined in a cell is fine here: threads never pickle it, and the DataLoader's
+# workers are forked (under forkserver or spawn it would have to live in a module).
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
@@ -1102,9 +1100,8 @@ assert ex3_y == ds[3][1] and torch.equal(ex3_x.flatten()[:20_000], 255 - ds[3][0
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **4.** The set-up cell gave torch one intra-op thread, as the DataLoader does in each of its workers. Give it
 # `cores` threads again and time the `ThreadLoader` in turns with one and with `cores` intra-op threads. What
-# changes, and why? Look at the images/s: each loader thread that calls a torch op (the transform's tensor
-# conversion and crop, the collate) may start its own team of OpenMP threads, which spin while they wait for
-# work, so `n_threads` teams fight over `cores` cores. The solution restores one thread when it is done.
+# changes, and why? Look at the images/s, and count the threads that could be running torch ops at once. The
+# solution restores one thread when it is done.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

@@ -683,7 +683,7 @@ assert all(ex1_found[w].wait_share < ex1_base[w].wait_share for w in (0, 2)), {w
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Give the two-worker loader of section 4 `persistent_workers=True` (`image_loop(..., persistent_workers=True)`)
 # and diagnose it again. How much of the gain that `folder2.advice()` predicted do you get? *Look for* the
-# epoch start (`epoch_start_s`): with persistent workers only the first epoch pays the workers' start-up.
+# epoch start (`epoch_start_s`), epoch by epoch.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first

@@ -706,7 +706,7 @@ for name, gain in sorted(ex2_gain.items(), key=lambda kv: -kv[1]):
     print(f"{name}: {ex2_rates[50][name]:.0f} img/s at quality 50, {gain:.2f}x its rate at 90")
 assert ex2_kb[50] < 0.8 * ex2_kb[90], "quality 50 should drop a good share of the bytes"
 
-# %% [markdown] slideshow={"slide_type": "-"}
+# %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** The seed's table covers the plain cases. Predict, then check with `shares`: does
 # `torch.as_tensor(a, dtype=torch.float64)` share a float32 array's memory? Does `torch.from_numpy(a[::2])`
 # (a strided view)? And `np.asarray(t.to(torch.float16))`? Look for which conversions must copy to change the
@@ -726,7 +726,7 @@ for name, shared in ex3_found.items():
 assert ex3_found == {"torch.as_tensor(a, dtype=torch.float64)": False, "torch.from_numpy(a[::2])": True,
                      "np.asarray(t.to(torch.float16))": False, "np.asarray(t[::2])": True}
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **4.** (Needs an NVIDIA GPU; the solution says what it skipped without one.) Time the pinned host-to-GPU
 # copy of section 4 for 1, 16 and 64 MiB with `gpu_copy_rows`. From which size does the rate stop
 # growing, and why does a small copy not reach it? Look at GB/s per size, and at what a copy costs besides moving

@@ -1048,7 +1048,7 @@ if ex2_decode is not None:
 else:
     print("skipped: simplejpeg is not installed here (pip install simplejpeg)")
 
-# %% [markdown] slideshow={"slide_type": "subslide"}
+# %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Add a pure-Python augmentation to the sample function: a loop that inverts the first tens of thousands
 # of pixel values of each image, one value at a time. Predict from section 6's GIL-holding share how the
 # `ThreadLoader` and the DataLoader change, then time both with and without it. Look at the ratio ThreadLoader /

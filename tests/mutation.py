@@ -67,7 +67,17 @@ SOURCE: dict[str, list[tuple[str, str]]] = {
     "09": [
         ('image.draft("RGB", (target, target))', 'image.draft("RGB", (target // 2, target // 2))'),  # 4
     ],
+    "10": [  # 1: the two loaders' rates swapped
+        (
+            'ex1_over = measure.ratios(ex1_rates, f"helpers, batch {ex1_batch}", f"DataLoader, batch {ex1_batch}")',
+            'ex1_over = measure.ratios(ex1_rates, f"DataLoader, batch {ex1_batch}", f"helpers, batch {ex1_batch}")',
+        ),
+    ],
     "11": [
+        (  # 2: the loop's measured waits made a hundred times shorter, as if a worker had hidden the loading
+            '"wait": training.table(ex2_timed.flat("waits"), batch_size)',
+            '"wait": training.table({k: [s / 100 for s in v] for k, v in ex2_timed.flat("waits").items()}, batch_size)',
+        ),
         ("ex1_gap = (resize_crop(ex1_x).float()", "ex1_gap = 2 + (resize_crop(ex1_x).float()"),  # 1: windows apart
     ],
     "12": [
@@ -118,11 +128,9 @@ OPEN: set[str] = {
     "07/1",
     "07/4",
     "07/5",
-    "10/1",
     "10/2",
     "10/3",
     "10/4",
-    "11/2",
     "15/3",
     # the answer is a timing the asserts do not read: they check the batches, the rows, a restored thread count
     # or a ratio whose two sides the ramps move alike (each call's contenders in the same order)

@@ -132,6 +132,7 @@ OPEN: set[str] = {
     "10/3",
     "10/4",
     "15/3",
+    "15/1",  # killed when idle, survived beside a busy process (its wait shares): flaky, to fix
     # the answer is a timing the asserts do not read: they check the batches, the rows, a restored thread count
     # or a ratio whose two sides the ramps move alike (each call's contenders in the same order)
     "01/1",

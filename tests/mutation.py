@@ -15,9 +15,14 @@ again, mutated, in a copy of the notebook's namespace, its output swallowed:
 
 A mutation kills the solution when the mutated cell raises AssertionError. The runs stop at the first kill. Each
 solution's outcome goes, as one JSON line, to a file in FASTLOOPS_MUTATIONS. tests/test_mutations.py reads them at
-the end of the session and fails for a solution that survived every mutation (its asserts cannot fail), unless
-`OPEN` lists it. A solution that printed "skipped" (it needs hardware this machine lacks) is reported as skipped;
-notebook 11's exercise 4 is checked there by a fixture that feeds its assert synthetic values.
+the end of the session and fails for a solution that survived every mutation (its asserts cannot fail). A
+solution that printed "skipped" (it needs hardware this machine lacks) is reported as skipped; notebook 11's
+exercise 4 is checked there by a fixture that feeds its assert synthetic values.
+
+A solution whose answer is read from a loader's timeline (stamped with `clock.now()`, which no ramp scales) is
+killed by a source mutation that makes the timeline's value wrong (the wrong stage read, one contender's batches
+slowed, the rows swapped); a solution's assert reads only what the solution measured itself, never a compared
+cell's value, which `make test`'s warp has moved.
 """
 
 from __future__ import annotations
@@ -44,6 +49,12 @@ RAMPS = {"timings x1/256 per contender": -4, "timings x256 per contender": 4}  #
 # beside it (a thread count put back, the batches a timed loader handed over): an assert that only such a detail
 # can fail leaves the answer unchecked. Each `old` occurs in exactly one solution of its notebook (the tests check).
 SOURCE: dict[str, list[tuple[str, str]]] = {
+    "01": [
+        (  # 2: batch 3000's epochs replaced by batch 30's
+            'ex2_ms = {bs: {r["loop"]: r["ms_per_epoch"] for r in res.rows} for bs, res in ex2_results.items()}',
+            'ex2_ms = {bs: {r["loop"]: r["ms_per_epoch"] for r in ex2_results[30].rows} for bs in ex2_results}',
+        ),
+    ],
     "02": [
         ('ex3_first_batch("spawn", lambda b: b)', 'ex3_first_batch("spawn", collate_batch)'),  # 3: nothing to fail
     ],
@@ -67,10 +78,24 @@ SOURCE: dict[str, list[tuple[str, str]]] = {
     "09": [
         ('image.draft("RGB", (target, target))', 'image.draft("RGB", (target // 2, target // 2))'),  # 4
     ],
-    "10": [  # 1: the two loaders' rates swapped
-        (
+    "10": [
+        (  # 1: the two loaders' rates swapped
             'ex1_over = measure.ratios(ex1_rates, f"helpers, batch {ex1_batch}", f"DataLoader, batch {ex1_batch}")',
             'ex1_over = measure.ratios(ex1_rates, f"DataLoader, batch {ex1_batch}", f"helpers, batch {ex1_batch}")',
+        ),
+        (  # 2: the two workers' batches made a hundred times slower
+            "ex2_times = compare(ex2_loaders, 2, None, device, skip=0)",
+            'ex2_times = {k: [t * (100 if "2 workers" in k else 1) for t in v] for k, v in compare(ex2_loaders, 2, '
+            "None, device, skip=0).items()}",
+        ),
+        (  # 3: the block orders' batches made four times slower
+            "ex3_times = compare(ex3_loaders, epochs, None, device, skip=0)",
+            'ex3_times = {k: [t * (4 if "grouped" in k or "quasi" in k else 1) for t in v] for k, v in '
+            "compare(ex3_loaders, epochs, None, device, skip=0).items()}",
+        ),
+        (  # 4: nothing left out
+            "ex4_kept = [t for i, t in enumerate(ex4_all) if i % ex4_per_epoch >= SEED_SKIP]",
+            "ex4_kept = ex4_all",
         ),
     ],
     "11": [
@@ -87,6 +112,7 @@ SOURCE: dict[str, list[tuple[str, str]]] = {
     ],
     "15": [
         ("persistent_workers=True), batches", "persistent_workers=False), batches"),  # 2: the knob not set
+        ("ex1_step_ms = 4 * step_ms", "ex1_step_ms = step_ms // 4"),  # 1: the step made shorter, not longer
     ],
     "16": [
         ("ex2[4] = ex2_curve(4, ex2_step,", "ex2[4] = ex2_curve(1, ex2_step,"),  # 2: one open shard both times
@@ -105,6 +131,18 @@ SOURCE: dict[str, list[tuple[str, str]]] = {
             'ex2_extra = ex2_mem["numpy array"]["workers_uss_mb"] - ex2_mem["list of floats"]["workers_uss_mb"]',
         ),  # 2
         ("epoch_starts(dataset, 1, batch_size, step_ms, True,", "epoch_starts(dataset, 1, batch_size, step_ms, False,"),
+        (  # 1: the steps read as the waits
+            """query("stage == 'wait' and batch > 0")""",
+            """query("stage == 'step' and batch > 0")""",
+        ),
+        (  # 4: the steps read as the collates
+            """    return tl.frame().query("stage == 'collate'").seconds.median() * 1e3""",
+            """    return tl.frame().query("stage == 'step'").seconds.median() * 1e3""",
+        ),
+        (  # 5: the two contenders' rows swapped
+            "for label, runs in ex5_runs.items()}).T",
+            "for label, runs in zip(ex5_runs, reversed(ex5_runs.values()))}).T",
+        ),
     ],
     "08": [
         ("decoders.encode_jpegs(n_images, ex2_px, q)", "decoders.encode_jpegs(n_images, ex2_px, 140 - q)"),  # 2
@@ -118,35 +156,6 @@ SOURCE: dict[str, list[tuple[str, str]]] = {
     "14": [
         ("image = Image.fromarray(ex2_decode(f.read()))", "raise ValueError('the fallback, forced')"),  # 2
     ],
-}
-
-# Solutions known to survive every mutation here, each work left (issue 46). The check fails when one of them is
-# killed, so the list only shrinks. Two kinds:
-OPEN: set[str] = {
-    # the answer is read from a loader's timeline (its stamps are `clock.now()`, which no ramp scales), and the
-    # asserts check the batches or the rounds, not the waits or rates the answer quotes
-    "07/1",
-    "07/4",
-    "07/5",
-    "10/2",
-    "10/3",
-    "10/4",
-    "15/3",
-    "15/1",  # killed when idle, survived beside a busy process (its wait shares): flaky, to fix
-    # the answer is a timing the asserts do not read: they check the batches, the rows, a restored thread count
-    # or a ratio whose two sides the ramps move alike (each call's contenders in the same order)
-    "01/1",
-    "01/2",
-    "02/1",
-    "02/2",
-    "02/4",
-    "03/3",
-    "04/3",
-    "09/1",
-    "09/2",
-    "14/1",
-    "14/3",
-    "14/4",
 }
 
 

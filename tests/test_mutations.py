@@ -99,11 +99,6 @@ def test_each_source_mutation_applies_to_one_solution_of_its_notebook():
             assert len(found) == 1 and old != new, f"{path.name}: {old!r} is in solutions {found}"
 
 
-def test_the_open_list_names_solutions_that_exist():
-    existing = {f"{p.stem[:2]}/{n}" for p in NOTEBOOKS for _, n, _ in solutions(p)}
-    assert mutation.OPEN <= existing, sorted(mutation.OPEN - existing)
-
-
 def notebook_11_exercise_4():
     (path,) = [p for p in NOTEBOOKS if p.name.startswith("11_")]
     (source,) = [s for _, n, s in solutions(path) if n == "4"]
@@ -160,11 +155,5 @@ def test_every_solution_fails_a_mutation(request):
             f"{m['name']}: {m['outcome']} ({m['detail'][:90]!r})" for m in (record or {}).get("mutations", [])
         )
         check.summary.append(f"  {nb}/{n}: {verdict}" + (f" [{tried}]" if verdict != "killed" else ""))
-    bad = [
-        f"{nb}/{n}: {v}"
-        for nb, n, v, _ in rows
-        if v in ("survived", "no mutation", "not run") and f"{nb}/{n}" not in mutation.OPEN
-    ]
-    fixed = [f"{nb}/{n}" for nb, n, v, _ in rows if v == "killed" and f"{nb}/{n}" in mutation.OPEN]
+    bad = [f"{nb}/{n}: {v}" for nb, n, v, _ in rows if v in ("survived", "no mutation", "not run")]
     assert not bad, f"solutions whose asserts no mutation made fail: {', '.join(bad)} (the run's summary lists each)"
-    check.summary.append(f"killed although OPEN lists them (take them out once steady): {', '.join(fixed) or 'none'}")

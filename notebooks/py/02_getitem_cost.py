@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~27 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~22 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus
@@ -521,17 +521,22 @@ print("saved", saved.name)
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]
 # Solution: try the exercise first
-def ex1_parts(x: torch.Tensor, bs: int) -> dict[str, float]:
-    items = torch.randint(len(x), (bs,)).tolist()
-    fetched = [x[i] for i in items]
-    assert torch.stack(fetched).shape == (bs, *x.shape[1:])  # the batch the collate makes
-    return {k: measure.median(v) * 1e6 for k, v in measure.per_call(
-        {"calls": lambda: [x[i] for i in items], "stack": lambda: torch.stack(fetched)}, repeat=repeat).items()}
+def ex1_parts(data: dict[str, torch.Tensor], bs: int) -> list[dict]:
+    """Return a row per kind of `data`: µs per batch of its calls and its stack, all timed in the same rounds."""
+    fns = {}
+    for kind, x in data.items():
+        items = torch.randint(len(x), (bs,)).tolist()
+        fetched = [x[i] for i in items]
+        assert torch.stack(fetched).shape == (bs, *x.shape[1:])  # the batch the collate makes
+        fns[kind, "calls"] = lambda x=x, items=items: [x[i] for i in items]
+        fns[kind, "stack"] = lambda fetched=fetched: torch.stack(fetched)
+    us = {k: measure.median(v) * 1e6 for k, v in measure.per_call(fns, repeat=repeat).items()}
+    return [dict(kind=kind, batch_size=bs, calls=us[kind, "calls"], stack=us[kind, "stack"]) for kind in data]
 
 
 ex1_data = {"integers": xx, "rows": torch.rand(num_samples, num_features)}
-ex1 = pd.DataFrame([dict(kind=kind, batch_size=bs, **ex1_parts(x, bs)) for kind, x in ex1_data.items()
-                    for bs in (100, batch_size)]).set_index(["batch_size", "kind"])
+ex1 = pd.DataFrame([row for bs in (100, batch_size) for row in ex1_parts(ex1_data, bs)])
+ex1 = ex1.set_index(["batch_size", "kind"])
 ex1["stack_share"] = ex1["stack"] / (ex1["calls"] + ex1["stack"])
 print(ex1.unstack("kind").round(2))  # µs per batch, and the stack's share of the per-sample path
 ex1_bytes = num_features * ex1_data["rows"].element_size() / ex1_data["integers"].element_size()
@@ -577,6 +582,7 @@ print("D's epoch is mostly per-sample work (a Python call per index), which no b
       "Python ints back into an index, which they do not")
 assert len(ex2) == 2 and all(sum(len(b) for b in loader) == loader_rows
                             for loaders, _ in ex2.values() for loader in loaders.values())  # every row, once per epoch
+assert all(ms["sampler alone"] < ms["FD"] for _, ms in ex2.values()), ex2  # FD's epoch iterates that sampler
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # **3.** Replace `collate_batch` with `lambda b: b` and start a DataLoader with one worker under
@@ -625,3 +631,7 @@ for ex4_name, ex4_seconds in sorted(ex4.items(), key=lambda kv: measure.median(k
 ex4_index = torch.randperm(gather_rows)[:gather_batch_size]
 ex4_batches = [rows.gather(ex4_x, ex4_index, p) for p in ("numpy", "index_select", "advanced")]
 assert all(torch.equal(b, ex4_batches[0]) for b in ex4_batches)  # the same rows, whichever primitive
+# the same bytes through the same memory: one primitive may use every torch thread, and its loop be a few times
+# tighter than another's, but no more than that
+ex4_rates = [ex4_x.nbytes / measure.median(v) for v in ex4.values()]
+assert max(ex4_rates) < 4 * torch.get_num_threads() * min(ex4_rates), ex4_rates

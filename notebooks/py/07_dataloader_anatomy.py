@@ -6,7 +6,7 @@
 # | **Question** | What does each DataLoader knob (`num_workers`, `pin_memory`, `prefetch_factor`, `persistent_workers`, prefetchers in a thread or a process, `__getitems__`, fast collate) change in *when* things happen, and what do workers cost in memory and randomness? |
 # | **Seeds** | 002: "Read images in parallel", "Prefetching on CPU / GPU", "Memory optimization", "Fast collate", the collate that discards broken images, and its timeline diagrams |
 # | **GPU** | optional: without one, the training step is a stand-in that sleeps (the CPU is free, as during a GPU step) and the CUDA prefetcher passes batches through |
-# | **Run time** | <!-- run-time --> workshop ~1.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.8 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Seed 002 draws the DataLoader as boxes on a timeline: workers read batches, the main process copies them to
 # the GPU, the GPU runs the model. Here we *record* that timeline from a real `torch.utils.data.DataLoader`:
@@ -821,6 +821,8 @@ print(f"wait after the first batch under 10 % first at: {ex1_first}; "
 # every value of the ladder ran a whole ladder epoch (the wait shares come from its timeline, not from a sleep)
 ex1_batches = ladder_table.batches.iloc[0]  # section 2's ladder epoch
 assert ex1_rows and len(ex1_rows) == len(ladder_counts) and all(r["batches"] == ex1_batches for r in ex1_rows), ex1_rows
+# with the most workers, loading a batch (tens of ms, section 2) keeps well ahead of a 100 ms step
+assert ex1_rows[-1]["wait_after_first"] < 0.25, ex1_rows[-1]
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **2.** Hold the rows of section 6 as lists of Python floats (`worker_data.FloatListRows`, one `r.tolist()` per
@@ -899,6 +901,7 @@ if len(ex4_counts) > 1:
         ex4_word = "slower with more threads" if ex4_v.median > 1 else "faster with more threads"
     print(f"collate in a num_workers=0 epoch, {ex4_threads} threads over {main_threads}: {ex4_v}: {ex4_word}")
 assert torch.get_num_threads() == main_threads and len(ex4_rows) == 2 and all(r["batches"] == n_batches for r in ex4_rows)
+assert max(max(v) for v in ex4_ms.values()) < step_ms, ex4_ms  # a collate is a slice of a batch's load, under a step
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **5.** Wrap a `DataLoader(dataset, num_workers=1)` in `ProcessPrefetcher` and compare it with
@@ -926,3 +929,5 @@ print("num_workers=2 over the ProcessPrefetcher, img/s:", ex5_v, "->", {
 print("the prefetcher process only forwards batches: one worker decodes, so about one batch loads at a time")
 assert {len(runs) for runs in ex5_runs.values()} == {ladder_rounds}
 assert {tl.samples for runs in ex5_runs.values() for _, tl in runs} == {len(dataset)}
+# one worker loads one batch at a time, whatever forwards its batches
+assert ex5_table.loc["ProcessPrefetcher over num_workers=1", "parallelism"] <= 1.02, ex5_table

@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from fastloops_book import claims, runs
@@ -193,3 +194,40 @@ def test_a_gpu_target_says_so_where_it_is_not_run_and_a_parity_target_names_its_
     wide = measure.interval_figures("share", [0.01, 0.02, 0.03, 0.02, 0.01, 0.06])
     assert target.verdict(wide, "cuda") == claims.TIE
     assert claims.Target("bench-x", "r", at_most=1.0, parity=True).needed() == "<= 1x (a tie is parity)"
+
+
+def _page_buffer_order(n: int, page_size: int, open_pages: int, rng: np.random.Generator) -> np.ndarray:
+    """A QUASI_RANDOM-like order: pages opened in a random order, `open_pages` at a time, each sample drawn
+    uniformly from the open pages' remaining rows (a stand-in for notebook 04's replica)."""
+    pages = [list(rng.permutation(np.arange(p, min(p + page_size, n)))) for p in range(0, n, page_size)]
+    waiting = list(rng.permutation(len(pages)))
+    buffer: list[int] = []
+    order = []
+    while waiting or buffer:
+        while waiting and len(buffer) < open_pages:
+            buffer.append(waiting.pop())
+        page = buffer[rng.integers(len(buffer))]
+        order.append(pages[page].pop())
+        if not pages[page]:
+            buffer.remove(page)
+    return np.array(order)
+
+
+def test_the_quasi_random_claim_fails_when_ffcvs_order_is_a_full_shuffle():
+    """At a batch of 2, 4 of the 8 pages are open and the class mix is poorer than a full shuffle's: the claim
+    tells the two apart there (at a batch of 100 all 8 pages are open and it could not)."""
+    from fastloops_helpers.teach.quasi_random import batch_class_entropy
+
+    labels = np.repeat(np.arange(10), 410)[:4096]  # 4,096 rows in 10 sorted classes, 8 pages of 512
+    rng = np.random.default_rng(0)
+
+    def entropy(orders, b=2):
+        return float(np.mean([batch_class_entropy(labels, o, b) for o in orders]))
+
+    replica = entropy([_page_buffer_order(4096, 512, 4, rng) for _ in range(4)])
+    figures = {"quasi_replica_entropy_bits_small_batch": replica}
+    same = entropy([_page_buffer_order(4096, 512, 4, rng) for _ in range(4)])
+    full = entropy([rng.permutation(4096) for _ in range(4)])
+    name = "quasi_random_replica_matches_ffcv"
+    assert claims.holds(name, figures | {"quasi_ffcv_entropy_bits_small_batch": same})
+    assert not claims.holds(name, figures | {"quasi_ffcv_entropy_bits_small_batch": full}), (replica, full)

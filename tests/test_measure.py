@@ -113,25 +113,30 @@ def test_drain_runs_one_pass_and_counts_items():
 
 def test_predicted_labels_a_single_run(capsys):
     assert measure.predicted("copy", 5, 20, 12.5, "GB/s")
-    assert not measure.predicted("ratio", 0, 1.0, 1.2, "x")
+    assert not measure.predicted("ratio", float("-inf"), 1.0, 1.2, "x")
     assert measure.predicted("speed-up", 3, float("inf"), np.float32(4.0))
+    assert not measure.predicted("saved", 0, 25, -25.0, "%")  # a lower end of 0 decides: it is printed
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "copy: predicted 5-20 GB/s, measured 12.5 GB/s (single run): within",
         "ratio: predicted <= 1x, measured 1.2x (single run): missed",
         "speed-up: predicted >= 3, measured 4 (single run): within",
+        "saved: predicted 0-25 %, measured -25 % (single run): missed",
     ]
 
 
 def test_predicted_decides_per_round_values_by_their_interval(capsys):
-    assert measure.predicted("ratio", 0, 1.0, [0.8, 0.9, 0.85, 0.7, 0.95, 0.88], "x")
-    assert not measure.predicted("ratio", 0, 1.0, [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98], "x")
+    at_most = float("-inf")
+    assert measure.predicted("ratio", at_most, 1.0, [0.8, 0.9, 0.85, 0.7, 0.95, 0.88], "x")
+    assert not measure.predicted("ratio", at_most, 1.0, [0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98], "x")
     assert not measure.predicted("rate", 5, 20, np.array([21.0, 25, 22, 30, 24, 23]), "GB/s")
+    assert not measure.predicted("rate", 5, 20, [10.0, 11, 12, 10, 11], "GB/s")  # 5 rounds decide nothing
     out = capsys.readouterr().out.splitlines()
     assert out == [
         "ratio: predicted <= 1x, measured 0.865x (95 % interval 0.7 to 0.95, 6 rounds): within",
         "ratio: predicted <= 1x, measured 1.01x (95 % interval 0.97 to 1.04, 7 rounds): a tie on this machine",
         "rate: predicted 5-20 GB/s, measured 23.5 GB/s (95 % interval 21 to 30, 6 rounds): missed",
+        "rate: predicted 5-20 GB/s, measured 11 GB/s (5 rounds: 6 or more bound an interval): too few rounds to decide",
     ]
 
 
@@ -171,7 +176,15 @@ def test_a_verdict_near_its_threshold_is_a_tie():
     close = verdict([0.97, 1.04, 1.01, 0.99, 1.02, 1.03, 0.98], 1.0)
     assert close.word == TIE and close.low < 1 < close.high and "interval" in str(close)
     assert verdict([0.9, 0.8, 0.85, 0.7, 0.88, 0.82], 1.0, higher_is_better=False).word == "met"
-    assert verdict([1.5, 1.6, 1.4], 1.0).word == TIE  # too few rounds to decide
+
+
+def test_a_verdict_over_too_few_rounds_says_so_rather_than_tie_or_decide():
+    from fastloops_helpers.measure import MIN_ROUNDS, TOO_FEW, verdict
+
+    few = verdict([1.5, 1.6, 1.4, 1.55, 1.45], 1.0)  # 5 rounds: the median's 95 % interval is unbounded
+    assert few.word == TOO_FEW and "5 rounds" in str(few) and "inf" not in str(few)
+    assert verdict([1.5, 1.6, 1.4, 1.55, 1.45, 1.5], 1.0).word == "met" and MIN_ROUNDS == 6
+    assert all(verdict([1.0] * n, (0.5, 2.0)).word == TOO_FEW for n in range(1, MIN_ROUNDS))
 
 
 def test_rounds_are_added_until_the_interval_is_narrow_or_the_budget_is_spent():

@@ -8,7 +8,9 @@ from .display import BAR_FORMAT, TIMING_PREFIX, predicted, progress, show
 from .processes import memory_by_process, pss_mb
 from .provenance import cpu_name, git_state, gpu_name, hardware_line, provenance, save_results, versions
 from .stats import (
+    MIN_ROUNDS,
     TIE,
+    TOO_FEW,
     Verdict,
     best_of,
     interval_figures,
@@ -57,6 +59,8 @@ __all__ = [
     "ratios",
     "verdict",
     "Verdict",
+    "MIN_ROUNDS",
     "TIE",
+    "TOO_FEW",
     "torch_threads",
 ]

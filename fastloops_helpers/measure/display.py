@@ -41,25 +41,28 @@ def predicted(
 ) -> bool:
     """Print `WHAT: predicted LOW-HIGH UNIT, measured M UNIT (...): VERDICT`; return whether it is within.
 
-    Use `low=0` for "at most HIGH" and `high=float("inf")` for "at least LOW". Per-round values as `measured` are
+    Use `low=float("-inf")` for "at most HIGH" and `high=float("inf")` for "at least LOW"; any other span is
+    printed whole, its lower end included. Per-round values as `measured` are
     judged by the 95 % interval of their median (`stats.verdict`): "within" only when the interval lies within
     the span, "missed" when it lies outside, else a tie on this machine; the line shows the interval. One value is
     a single run, judged by itself and labelled "(single run)". Explained in notebooks/00_setup.ipynb.
     """
     unit = f" {unit}" if unit and unit != "x" else unit  # 1.2x, but 12.5 GB/s
-    if low <= 0:
+    if low == float("-inf"):
         span = f"<= {high:{fmt}}"
     elif high == float("inf"):
         span = f">= {low:{fmt}}"
     else:
-        span = f"{low:{fmt}}-{high:{fmt}}"
+        span = f"{low:{fmt}}{' to ' if low < 0 else '-'}{high:{fmt}}"  # -0.1 to 0.3, but 5-20
     rounds = _rounds(measured)
     if rounds is None:
         value, how = float(measured), "single run"  # type: ignore[arg-type]  # one number: _rounds said so
         word = stats.decide(value, value, low, high)
     else:
         v = stats.verdict(rounds, (low, high))
-        value, how, word = v.median, f"95 % interval {v.low:{fmt}} to {v.high:{fmt}}, {v.rounds} rounds", v.word
+        value, word = v.median, v.word
+        how = f"95 % interval {v.low:{fmt}} to {v.high:{fmt}}, {v.rounds} rounds"
+        how = how if word != stats.TOO_FEW else f"{v.rounds} rounds: {stats.MIN_ROUNDS} or more bound an interval"
     word = "within" if word == "met" else word
     print(f"{what}: predicted {span}{unit}, measured {value:{fmt}}{unit} ({how}): {word}")
     return word == "within"

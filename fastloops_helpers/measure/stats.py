@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 
 TIE = "a tie on this machine"
+TOO_FEW = "too few rounds to decide"  # fewer than MIN_ROUNDS: no 95 % interval of a median is bounded
+MIN_ROUNDS = 6
 K = TypeVar("K", bound=Hashable)  # a contender's name in `clock.interleaved` samples
 
 
@@ -81,7 +83,7 @@ def median_interval(values: Sequence[float], confidence: float = 0.95) -> tuple[
 class Verdict:
     """A ratio's verdict against a threshold (or a span), with the interval that decided it."""
 
-    word: str  # "met", "missed" or TIE
+    word: str  # "met", "missed", TIE, or TOO_FEW (fewer than MIN_ROUNDS rounds)
     median: float
     low: float
     high: float
@@ -94,14 +96,17 @@ class Verdict:
             target = f"{self.threshold[0]:g} to {self.threshold[1]:g}"
         else:
             target = f"{'>=' if self.higher_is_better else '<='} {self.threshold:g}"
-        return (
-            f"{self.word}: median {self.median:.3g}, 95 % interval {self.low:.3g} to {self.high:.3g} "
-            f"over {self.rounds} rounds (target {target})"
+        interval, note = (
+            ("", f"{MIN_ROUNDS} or more bound its 95 % interval; ")
+            if self.word == TOO_FEW
+            else (f", 95 % interval {self.low:.3g} to {self.high:.3g}", "")
         )
+        return f"{self.word}: median {self.median:.3g}{interval} over {self.rounds} rounds ({note}target {target})"
 
 
 def verdict(ratios: Sequence[float], threshold: float | tuple[float, float], higher_is_better: bool = True) -> Verdict:
-    """Return "met"/"missed" only when the median's 95 % interval lies on one side of `threshold`, else a tie.
+    """Return "met"/"missed" only when the median's 95 % interval lies on one side of `threshold`, else a tie;
+    TOO_FEW under MIN_ROUNDS rounds, whose interval is unbounded (more rounds can decide, fewer never do).
 
     A `threshold` given as a span (low, high) is met when the interval lies within it, missed when it lies
     wholly outside. Explained in notebooks/00_setup.ipynb.
@@ -111,7 +116,15 @@ def verdict(ratios: Sequence[float], threshold: float | tuple[float, float], hig
         bounds = threshold
     else:
         bounds = (threshold, float("inf")) if higher_is_better else (float("-inf"), threshold)
-    return Verdict(decide(low, high, *bounds), median(ratios), low, high, len(ratios), threshold, higher_is_better)
+    return Verdict(
+        decide(low, high, *bounds) if len(ratios) >= MIN_ROUNDS else TOO_FEW,
+        median(ratios),
+        low,
+        high,
+        len(ratios),
+        threshold,
+        higher_is_better,
+    )
 
 
 def decide(low: float, high: float, at_least: float = float("-inf"), at_most: float = float("inf")) -> str:

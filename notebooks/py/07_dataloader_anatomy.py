@@ -229,9 +229,10 @@ L, S = batch_size * decode_s, step_ms / 1000  # one batch's load in one process,
 for n in ladder_counts[1:]:
     speedup = measure.ratio(ladder_img_per_s, n, 0)  # the median over rounds of the per-round ratio
     bound = (L + S) / max(L / min(n, cores), S)
-    _ = measure.predicted(f"num_workers={n} over 0, img/s (up to the bound {bound:.2f}x, +10 %)", 0, 1.1 * bound,
+    _ = measure.predicted(f"num_workers={n} over 0, img/s (up to the bound {bound:.2f}x, +10 %)",
+                          float("-inf"), 1.1 * bound,
                           measure.ratios(ladder_img_per_s, n, 0), "x")
-    print(f"    {speedup:.0%} of the bound")
+    print(f"    {speedup / bound:.0%} of the bound")
 first = ladder_table.first_batch_s
 _ = measure.predicted("num_workers=2's first batch over num_workers=0's (workers start first)", 1, float("inf"),
                       first["num_workers=2"] / first["num_workers=0"], "x")
@@ -301,7 +302,7 @@ for label, (first, second) in persist.items():
 one_batch = batch_size * decode_s
 second = persist["persistent_workers=True"][1]
 _ = measure.predicted(f"persistent workers, epoch 2's first batch (one batch's decode {one_batch:.3f} s, "
-                      "at most 2x)", 0, 2 * one_batch, second, "s", ".3f")
+                      "at most 2x)", float("-inf"), 2 * one_batch, second, "s", ".3f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # The prefetch depth cannot make decoding faster: when the loop is input-bound, a deeper queue only holds
@@ -383,7 +384,8 @@ plt.show()
 for label in ["ThreadPrefetcher", "ProcessPrefetcher"]:
     predicted = n_batches * max(L, S) + L
     wall = pre_table.wall_s[label]
-    _ = measure.predicted(f"{label} epoch (n max(L, S) + L = {predicted:.2f} s, at most +20 %)", 0, 1.2 * predicted,
+    _ = measure.predicted(f"{label} epoch (n max(L, S) + L = {predicted:.2f} s, at most +20 %)",
+                          float("-inf"), 1.2 * predicted,
                           wall, "s", ".2f")
     print(f"    step time with a decode beside it: {timeline.overlap_share(pre_tls[label]):.0%}")
 
@@ -627,7 +629,7 @@ for kind, (bound, why) in {"list of objects": (memory_mb, "one dataset"), "memma
                           growth[kind] - growth["numpy array"], "MB", ".0f")
 uss = mem.pivot(index="num_workers", columns="kind", values="main_uss_mb")
 for kind in uss.columns:  # pages the main process owned alone are now shared with the workers
-    _ = measure.predicted(f"{kind}: main-process USS with {most} workers over none (falls)", 0, 1,
+    _ = measure.predicted(f"{kind}: main-process USS with {most} workers over none (falls)", float("-inf"), 1,
                           uss.loc[most, kind] / uss.loc[0, kind], "x", ".2f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

@@ -429,7 +429,7 @@ parts = copy_parts(big.nbytes)
 assert set(parts) == {"torch_tensor", "copy_into_existing", "first_touch_torch", "numpy_array"}  # each part timed
 predicted_copy = 2 * big.nbytes / (copy_rate * 1e9)
 _ = measure.predicted(f"torch.tensor(a), one thread (2 x {copy_mb} MiB at {copy_rate:.1f} GB/s = "
-                      f"{predicted_copy * 1e3:.1f} ms, at most 1.5x)", 0, 1.5 * predicted_copy * 1e3,
+                      f"{predicted_copy * 1e3:.1f} ms, at most 1.5x)", float("-inf"), 1.5 * predicted_copy * 1e3,
                       parts["torch_tensor"] * 1e3, "ms", ".1f")
 print(f"its parts: copy into memory touched before {parts['copy_into_existing'] * 1e3:.1f} ms, "
       f"first write to fresh torch memory {parts['first_touch_torch'] * 1e3:.1f} ms; "

@@ -435,7 +435,8 @@ copy_s, fused_s = (measure.median(fused_times[k]) / BATCH_SIZE for k in ("copy",
 measure.show("copy one image's float crop", copy_s)
 measure.show("crop + flip + normalise one image (batched)", fused_s)
 measure.show("open + decode one JPEG", costs["ms_per_image"].iloc[0] / 1e3)
-_ = measure.predicted("crop + flip + normalise over the copy of its output (about the copy: at most 3x)", 0, 3,
+_ = measure.predicted("crop + flip + normalise over the copy of its output (about the copy: at most 3x)",
+                      float("-inf"), 3,
                       measure.ratios(fused_times, "fused", "copy"), "x")
 print(f"the batched transform costs {fused_s / (costs['ms_per_image'].iloc[0] / 1e3):.2f} of one decode")
 
@@ -821,7 +822,7 @@ for name, predicted in (("decode + resize", predicted_decode_resize), ("every st
     _ = measure.predicted(f"num_workers=0, predicted from {name} ({predicted:.0f} images/s, +-25 %)",
                           0.75 * predicted, 1.25 * predicted, measured_one, "images/s", ".0f")
 best_workers = train_table[train_table.pipeline == "DataLoader + ImageFolder"].images_per_s.max()
-_ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stages:.0f}, +10 %)", 0,
+_ = measure.predicted(f"best with workers (at most {CORES} x {predicted_all_stages:.0f}, +10 %)", float("-inf"),
                       1.1 * CORES * predicted_all_stages, best_workers, "images/s", ".0f")
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

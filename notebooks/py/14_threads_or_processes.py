@@ -270,7 +270,7 @@ for key, what in (("gil_share", "GIL-held share of a sample, s"), ("dataloader_o
                   ("threads_predicted_speedup", f"threads' speed-up on {cores} cores, 1 / (s + (1 - s) / {cores})"),
                   ("processes_overtake_cores", "cores above which processes beat threads, 1 + o / s")):
     print(f"{what}: {gil[key]:.3g} (95 % interval {gil[key + '_ci_low']:.3g} to {gil[key + '_ci_high']:.3g})")
-_ = measure.predicted("GIL-held share of a sample, s", 0, 0.2, shares["gil_share"])
+_ = measure.predicted("GIL-held share of a sample, s", float("-inf"), 0.2, shares["gil_share"])
 
 
 # %% [markdown] slideshow={"slide_type": "subslide"}

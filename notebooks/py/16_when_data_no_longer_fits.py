@@ -493,7 +493,8 @@ for name in READERS:
                           r.MB_per_s, "MB/s")
 best = best_reader(rows)
 per_round = best_over_memmap_rounds(rows, seconds)
-_ = measure.predicted(f"best stream ({best}) over the memmap, decoding on", 0, 0.05, measure.median(per_round), "x")
+_ = measure.predicted(f"best stream ({best}) over the memmap, decoding on",
+                      float("-inf"), 0.05, measure.median(per_round), "x")
 print(measure.verdict(per_round, 0.5, higher_is_better=False))
 spread = {on: table.loc[list(READERS), col].max() / table.loc[list(READERS), col].min()
           for on, col in (("off", "read_img_per_s"), ("on", "img_per_s"))}
@@ -538,7 +539,8 @@ sweep = profile_sweep(data, best, PROFILES, batch_size, ahead)
 print(pd.DataFrame(sweep).set_index("profile")[["read_img_per_s", "first_batch_s", "MB_per_s", "predicted_MB_per_s",
                                                 "wire_efficiency"]].round(3).to_string())
 for r in sweep:
-    _ = measure.predicted(f"{best} at {r['profile']}", 0, r["predicted_MB_per_s"] * 1.2, r["MB_per_s"], "MB/s")
+    _ = measure.predicted(f"{best} at {r['profile']}",
+                          float("-inf"), r["predicted_MB_per_s"] * 1.2, r["MB_per_s"], "MB/s")
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # Where the profile gives more than the process can use, the efficiency is low and says nothing about the store:
@@ -1025,7 +1027,7 @@ resume_price = {r["reader"]: r["resumed_bytes_over_rest"] for r in resume_rows}
 _ = measure.predicted(f"re-read from the start (webdataset tar): all / rest = {resume_all} / {resume_rest}",
                       0.9 * resume_all / resume_rest, 1.1 * resume_all / resume_rest, resume_price["webdataset tar"])
 _ = measure.predicted(f"saved place (pyarrow Parquet): the rest from the stopped shard's start, "
-                      f"{resume_all - resume_shard_start} / {resume_rest}", 0,
+                      f"{resume_all - resume_shard_start} / {resume_rest}", float("-inf"),
                       1.1 * (resume_all - resume_shard_start) / resume_rest, resume_price["pyarrow Parquet"])
 
 # %% slideshow={"slide_type": "subslide"}

@@ -28,6 +28,17 @@ COMMENTED_HEADING = re.compile(r"^\s*#+\s*#{1,6}\s+\S", re.M)
 ABSOLUTE_PATH = re.compile(r"(?:(?<=^)|(?<=[\s='\"(\[:]))(?<!://)(?:/[\w.@+-]+){2,}/?|\b[A-Z]:\\[\w\\. -]+", re.M)
 PROGRESS_BAR = re.compile(r"\|[#=>\-\s█▏▎▍▌▋▊▉]*\|\s*\d+/\d+")
 WARNING = re.compile(r"\b\w*Warning\b:|^WARNING[: ]", re.M)
+# "...(up to the bound 1.97x ...): predicted <= 2.17x, measured 1.68x (...)" then "    85 % of the bound"
+SHARE_OF_BOUND = re.compile(r"bound (\d+(?:\.\d+)?)x[^\n]*measured (\d+(?:\.\d+)?)x[^\n]*\n\s*(\d+) ?% of the bound")
+
+
+def wrong_shares_of_bound(text: str) -> list[str]:
+    """Return each printed share of a bound that is not the measured ratio over that bound (2 points' rounding)."""
+    return [
+        m.group(0).strip()[:160]
+        for m in SHARE_OF_BOUND.finditer(text)
+        if abs(float(m.group(3)) - 100 * float(m.group(2)) / float(m.group(1))) > 2
+    ]
 
 
 def _cells(path: Path) -> list[dict]:
@@ -130,6 +141,17 @@ def test_no_cell_names_the_test_instruments(path):
 def test_the_instrument_scanner_finds_a_named_contender():
     assert INSTRUMENT.search("with measure.Timer(contender=('epoch', name)) as t:")
     assert INSTRUMENT.search("factors = warp.factors(passes)") and not INSTRUMENT.search("the warped run")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_printed_share_of_a_bound_is_the_ratio_over_it(path):
+    offences = [
+        f"cell {i}: {line}"
+        for i, cell in enumerate(_cells(path))
+        if cell["cell_type"] == "code"
+        for line in wrong_shares_of_bound("".join(_text(out) for out in cell.get("outputs", [])))
+    ]
+    assert not offences, _report(path, "a share of a bound is the measured ratio divided by the bound", offences)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
@@ -238,6 +260,10 @@ def test_the_output_scanners():
     assert not COMMENTED_HEADING.search("# a comment\n#: not a heading")
     assert PROGRESS_BAR.search("epochs: 100%|##########| 5/5")
     assert WARNING.search("/x.py:3: UserWarning: something") and not WARNING.search("no warnings here")
+    line = "n=1 over 0 (up to the bound 1.97x, +10 %): predicted <= 2.17x, measured 1.68x (6 rounds): within\n"
+    assert wrong_shares_of_bound(line + "    168 % of the bound") and not wrong_shares_of_bound(
+        line + "  85 % of the bound"
+    )
 
 
 def test_the_runner_talks_to_its_kernel_over_local_sockets_and_prints_nothing(tmp_path, capfd):

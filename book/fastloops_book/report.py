@@ -70,7 +70,7 @@ def build(folder: Path | None = None) -> Path:
         parts += doc_section(name, doc, folder, hardware)
     if benches:
         parts += [
-            "# Benchmarks (their own run, not the notebooks')\n",
+            "# Benchmarks (the notebooks' saved figures, against the project's targets)\n",
             "## Targets\n",
             markdown_table(_records(runs.targets(docs))),
         ]

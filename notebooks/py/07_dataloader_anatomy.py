@@ -146,7 +146,8 @@ plt.show()
 # %% [markdown] slideshow={"slide_type": "subslide"}
 # (We run torch with `main_threads` threads in the main process, one by default, as DataLoader does in each
 # worker. With more, the `torch.stack` inside collate splits each copy over intra-op threads, and on a busy
-# machine those threads can wait on each other for longer than the copy takes; exercise 4 shows it.)
+# machine those threads can wait on each other for longer than the copy takes. Exercise 4 times both counts in
+# the same rounds: its interval says whether more threads help, hurt or tie on this machine.)
 #
 # Red is the main loop waiting in `next(loader)`, blue the fetch (decode) of a batch, green its collate, cyan
 # the step. Nothing can overlap with one process, so the epoch is the sum. The measured epoch can be longer:

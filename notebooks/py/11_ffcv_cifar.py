@@ -394,7 +394,7 @@ for name in rate.index.drop("DataLoader"):
 # thread each. Its verdict comes from the per-round ratios: the 95-percent interval of their median (order
 # statistics, deterministic) must lie wholly above the target for "met" and wholly below for "missed"; an
 # interval that straddles it is "a tie on this machine". Fewer than six rounds cannot make a 95-percent interval,
-# so such a run reads as a tie. `load_only` added rounds, up to `load_budget` times its first rounds' time,
+# so such a run reads "too few rounds to decide". `load_only` added rounds, up to `load_budget` times its first rounds' time,
 # while the interval was wider than +-5 percent of its median; the half-width below is what those rounds afforded.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]

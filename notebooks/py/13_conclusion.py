@@ -14,8 +14,9 @@
 # figures honest:
 #
 # - **one producer per figure**: a figure name has one meaning and one producer, the notebook that printed it in
-#   this run; a benchmark (`python -m fastloops_book.bench NAME`) is another run, so its figures appear only
-#   in their own labelled table at the end, never in place of a notebook's;
+#   this run; a benchmark (`python -m fastloops_book.bench NAME`) runs that notebook and copies what it saved
+#   (with `--saved`, as `make reproduce` calls it, it only copies), so its figures appear in their own labelled
+#   table at the end, judged against the project's targets, never in place of a notebook's;
 # - **one registry of seed figures and thresholds** (`fastloops_book.claims`): every notebook's reproduction
 #   check prints its verdict through `claims.check`, and this notebook reads the same rows.
 #
@@ -138,10 +139,11 @@ print("did not pay off here:", "; ".join(f"{r['do this']} ({r['payoff here (x)']
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The benchmarks, as their own run
 #
-# `python -m fastloops_book.bench NAME` calls the same experiment functions as the notebooks but is another
-# run (often at another moment, with another load on the machine), so its figures are shown apart, against the
-# targets the project set for a quiet machine (`claims.TARGETS`). A target missed here while the notebook's
-# claim holds usually means the benchmark ran on a busy machine.
+# A benchmark's figures are the notebook's own: `python -m fastloops_book.bench NAME` executes notebook NAME
+# and copies what it saved, and `bench all --saved` (what `make reproduce` runs) copies what the notebooks of
+# this run saved, executing nothing. The table below judges them against the targets the project set
+# (`claims.TARGETS`), which are stricter or looser than the seeds' claims: a target and a claim can differ on
+# the same figure because their thresholds differ, or because one reads the interval and the other the median.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 with pd.option_context("display.float_format", "{:.3g}".format):
@@ -150,9 +152,11 @@ with pd.option_context("display.float_format", "{:.3g}".format):
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The report
 #
-# `make reproduce` runs every notebook and benchmark, then writes `results/REPORT.md` with the tables above,
-# every saved figure and plot, and each notebook's run time; it also rewrites the README's tables and the run
-# time in every notebook's card from the same measurements. The same builder runs on any folder of results:
+# `make reproduce` runs every notebook into `results/notebooks`, copies their figures into the benchmarks'
+# files, then writes `results/REPORT.md` with the tables above, every saved figure and plot, and each
+# notebook's run time, and rewrites the README's tables from the same figures. It leaves the cards alone: a
+# card's run time is that of the run that made the stored outputs (`make notebooks`). The same builder runs on
+# any folder of results:
 
 # %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
 path = report.build(folder)

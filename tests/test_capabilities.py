@@ -50,9 +50,50 @@ def test_a_notebook_with_cuda_code_says_so_on_its_card(path: Path) -> None:
 
 
 def test_the_gpu_check_names_the_notebooks_from_the_cards() -> None:
-    used_by = capabilities.CHECKS["CUDA GPU"][1]
     numbers = list(capabilities.gpu_notebooks())
-    assert callable(used_by) and len(numbers) >= 2 and used_by() == ", ".join(numbers) + " (GPU parts)"
+    assert len(numbers) >= 2 and capabilities.used_by("CUDA GPU") == ", ".join(numbers) + " (GPU parts)"
+
+
+def test_optional_notebooks_reads_the_names_before_the_colon(tmp_path: Path) -> None:
+    for name, row in (("01_a.ipynb", "ffcv, JAX: skipped without"), ("02_b.ipynb", "jax only: not ffcv")):
+        cell = {"cell_type": "markdown", "source": [f"| | |\n|---|---|\n| **GPU** | no |\n| **Optional** | {row} |\n"]}
+        (tmp_path / name).write_text(json.dumps({"cells": [cell]}))
+    (tmp_path / "03_c.ipynb").write_text(
+        json.dumps({"cells": [{"cell_type": "markdown", "source": ["| **GPU** | no |"]}]})
+    )
+    assert capabilities.optional_notebooks("ffcv", tmp_path) == ["01"]
+    assert capabilities.optional_notebooks("jax", tmp_path) == ["01"]  # "jax only" is not a name
+
+
+# an optional part, and what a notebook's code shows when it uses it: its card must then name the part
+USES = {
+    "ffcv": r"\bffcv\b|have_ffcv",
+    "tensorflow": r"\btensorflow\b",
+    "simplejpeg": r"simplejpeg",
+    "pyturbojpeg": r"turbojpeg",
+    "tensordict": r"tensordict|tensorclass",
+    "optree": r"\boptree\b",
+    "jax": r"\bjax\b",
+    "torch.compile": r"torch\.compile",
+}
+
+
+@pytest.mark.parametrize("path", [p for p in NOTEBOOKS if not p.name.startswith("00_")], ids=lambda p: p.name[:2])
+def test_a_notebook_that_uses_an_optional_part_names_it_on_its_card(path: Path) -> None:
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code")
+    unnamed = [
+        part
+        for part, pattern in USES.items()
+        if re.search(pattern, code) and path.name[:2] not in capabilities.optional_notebooks(part, path.parent)
+    ]
+    assert not unnamed, f"{path.name} uses {unnamed} but its card's '| **Optional** |' row does not name them"
+
+
+def test_every_optional_part_is_named_by_a_card() -> None:
+    assert all(capabilities.used_by(name) != "none" for name in capabilities.CHECKS), {
+        name: capabilities.used_by(name) for name in capabilities.CHECKS
+    }
 
 
 def test_cache_sizes_reads_the_last_level_where_linux_says() -> None:

@@ -123,19 +123,31 @@ GPU_ANSWERS = {
     "no": "",
     "not needed": "",
 }  # a card's GPU row starts with one of these
-_GPU_ROW = re.compile(r"^\|\s*\*\*GPU\*\*\s*\|\s*([^|]*?)\s*\|", re.MULTILINE)
+_ROW = r"^\|\s*\*\*{}\*\*\s*\|\s*([^|]*?)\s*\|"  # a card's row | **LABEL** | TEXT |
+
+
+def card_row(notebook: Path, label: str) -> str | None:
+    """Return the text of row **label** of a notebook's card (the table in its first cell), None without one."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    found = re.search(_ROW.format(re.escape(label)), "".join(cells[0]["source"]), re.MULTILINE) if cells else None
+    return found.group(1) if found else None
 
 
 def gpu_card(notebook: Path) -> str:
     """Return what a notebook's card says about a GPU: "optional", "needed", or "" (not needed)."""
-    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
-    found = _GPU_ROW.search("".join(cells[0]["source"])) if cells else None
-    if found is None:
-        raise ValueError(f"{notebook.name}: its first cell has no '| **GPU** |' row")
-    answer = found.group(1).split(":")[0].strip().lower()
-    if answer not in GPU_ANSWERS:
-        raise ValueError(f"{notebook.name}: GPU row starts with {answer!r}, expected one of {sorted(GPU_ANSWERS)}")
+    answer = ((row := card_row(notebook, "GPU")) or "").split(":")[0].strip().lower()
+    if row is None or answer not in GPU_ANSWERS:
+        raise ValueError(
+            f"{Path(notebook).name}: its card's '| **GPU** |' row "
+            + (f"starts with {answer!r}, expected one of {sorted(GPU_ANSWERS)}" if row is not None else "is missing")
+        )
     return GPU_ANSWERS[answer]
+
+
+def _cards(folder: Path | None = None) -> dict[str, Path]:
+    """Return {number: path} of every notebook in `folder` (default: the project's notebooks)."""
+    root = Path(folder) if folder is not None else config.project_root() / "notebooks"
+    return {path.name[:2]: path for path in sorted(root.glob("[0-9][0-9]_*.ipynb"))}
 
 
 def gpu_notebooks(folder: Path | None = None) -> dict[str, str]:
@@ -143,40 +155,48 @@ def gpu_notebooks(folder: Path | None = None) -> dict[str, str]:
 
     Read from the cards, so the list cannot drift from them. Explained in notebooks/00_setup.ipynb.
     """
-    folder = config.project_root() / "notebooks" if folder is None else Path(folder)
-    cards = {path.name[:2]: gpu_card(path) for path in sorted(folder.glob("[0-9][0-9]_*.ipynb"))}
-    return {number: answer for number, answer in cards.items() if answer}
+    return {number: answer for number, path in _cards(folder).items() if (answer := gpu_card(path))}
 
 
-def _gpu_used_by() -> str:
+def optional_notebooks(part: str, folder: Path | None = None) -> list[str]:
+    """Return the notebooks whose card's **Optional** row names `part` before its colon ("ffcv, jax: ...")."""
+    return [
+        number
+        for number, path in _cards(folder).items()
+        if part.lower() in {w.strip().lower() for w in (card_row(path, "Optional") or "").split(":")[0].split(",")}
+    ]
+
+
+def used_by(name: str) -> str:
+    """Return the notebooks that use optional part `name` (a key of CHECKS), read from their cards."""
     try:
-        numbers = list(gpu_notebooks())
+        numbers = list(gpu_notebooks()) if name == "CUDA GPU" else optional_notebooks(name.split()[0])
     except (OSError, ValueError):  # an installed wheel has no notebooks folder
-        return "the notebooks whose card marks a GPU as optional or needed"
-    return ", ".join(numbers) + " (GPU parts)" if numbers else "none"
+        numbers = ["the notebooks whose card names it (their GPU or Optional row)"]
+    return ", ".join(numbers or ["none"]) + (" (GPU parts)" if name == "CUDA GPU" and numbers else "")
 
 
-# used_by: the notebooks that skip a part without it (a function: read when checked, from the cards)
-CHECKS: dict[str, tuple[Callable[[], tuple[bool, str, str]], str | Callable[[], str]]] = {
-    "CUDA GPU": (check_gpu, _gpu_used_by),
-    "ffcv": (check_ffcv, "10, 11"),
-    "tensorflow": (lambda: _package("tensorflow-cpu", "tensorflow", "pip install tensorflow-cpu"), "01"),
-    "libjpeg-turbo in Pillow": (check_libjpeg_turbo, "07, 08, 09"),
-    "torch.compile (CPU)": (check_compile, "05"),
-    "tensordict": (lambda: _package("tensordict", "tensordict", "pip install tensordict"), "06, 09"),
-    "optree": (lambda: _package("optree", "optree", "pip install optree"), "06"),
-    "dm-tree": (lambda: _package("dm-tree", "tree", "pip install dm-tree"), "06"),
-    "simplejpeg": (lambda: _package("simplejpeg", "simplejpeg", "pip install simplejpeg"), "08"),
-    "PyTurboJPEG": (lambda: _package("PyTurboJPEG", "turbojpeg", "pip install PyTurboJPEG"), "08"),
-    "JAX": (lambda: _package("jax", "jax", "pip install jax (about 600 MB)"), "06"),
+# each optional part's check; the notebooks that use it come from the cards (`used_by`), the part's first word
+# lowercased as their Optional row names it
+CHECKS: dict[str, Callable[[], tuple[bool, str, str]]] = {
+    "CUDA GPU": check_gpu,
+    "ffcv": check_ffcv,
+    "tensorflow": lambda: _package("tensorflow-cpu", "tensorflow", "pip install tensorflow-cpu"),
+    "libjpeg-turbo in Pillow": check_libjpeg_turbo,
+    "torch.compile (CPU)": check_compile,
+    "tensordict": lambda: _package("tensordict", "tensordict", "pip install tensordict"),
+    "optree": lambda: _package("optree", "optree", "pip install optree"),
+    "dm-tree": lambda: _package("dm-tree", "tree", "pip install dm-tree"),
+    "simplejpeg": lambda: _package("simplejpeg", "simplejpeg", "pip install simplejpeg"),
+    "PyTurboJPEG": lambda: _package("PyTurboJPEG", "turbojpeg", "pip install PyTurboJPEG"),
+    "JAX": lambda: _package("jax", "jax", "pip install jax (about 600 MB)"),
 }
 
 
 def check_all() -> list[Capability]:
     """Run every check and return one Capability per optional part."""
     found = []
-    for name, (check, used_by) in CHECKS.items():
+    for name, check in CHECKS.items():
         ok, detail, how = check()
-        notebooks = used_by() if callable(used_by) else used_by
-        found.append(Capability(name, bool(ok), detail, "" if ok else how, notebooks))
+        found.append(Capability(name, bool(ok), detail, "" if ok else how, used_by(name)))
     return found

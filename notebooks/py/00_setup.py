@@ -268,8 +268,9 @@ assert ex2_cached > 1.2 * ex2_rates[ex2_sizes[-1]], "a copy that fits a cache sh
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **3.** Which notebooks lose a section on this machine? From the table of optional parts (`found`), list
-# the notebooks named in `used_by` of each missing part, and the command that would add it. The GPU row's list is
-# read from the notebooks' cards (`capabilities.gpu_notebooks()`, their **GPU** row), so it cannot drift from them.
+# the notebooks named in `used_by` of each missing part, and the command that would add it. Every list is read
+# from the notebooks' cards (`capabilities.used_by`: the GPU's from their **GPU** row, the others' from their
+# **Optional** row), so it cannot drift from them.
 # *Look for* the parts a GPU machine or a `make setup` with the system libraries would add.
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]

@@ -6,6 +6,7 @@
 # | **Question** | Which is the fastest way to iterate over E epochs x N samples in batches of 300: pure Python, a PyTorch DataLoader with workers, tf.data, or numpy? |
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
+# | **Optional** | tensorflow: the `tf.data` loop is left out without it |
 # | **Run time** | <!-- run-time --> workshop ~55 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops

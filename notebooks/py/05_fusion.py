@@ -6,6 +6,7 @@
 # | **Question** | How much faster is a chain of pointwise ops (sin, cos, sigmoid, add, mul) when compiled into one kernel, and can we predict the gain from memory traffic? |
 # | **Seeds** | 000/001 "Other tips": *Fuse operator* |
 # | **GPU** | optional: the chain is also compiled for CUDA when a GPU is present |
+# | **Optional** | torch.compile: the compiled chains are skipped where inductor cannot build |
 # | **Run time** | <!-- run-time --> workshop ~56 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # In eager PyTorch each pointwise op is its own kernel: it reads its inputs from memory and writes a full-size

@@ -6,6 +6,7 @@
 # | **Question** | How fast does this machine read a data file from RAM and from disk, how fast do the installed JPEG decoders decode, and which numpy/torch conversions copy? |
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: nvJPEG's decode, TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
+# | **Optional** | simplejpeg, pyturbojpeg, torch.compile, libjpeg-turbo: each decoder or compiled step is skipped without its package (without libjpeg-turbo Pillow decodes more slowly) |
 # | **Run time** | <!-- run-time --> workshop ~35 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from

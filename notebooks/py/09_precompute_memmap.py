@@ -6,6 +6,7 @@
 # | **Question** | How much faster is an epoch when the images are decoded and resized once, stored as uint8 in a memory-mapped file, and transformed a whole batch at a time, instead of decoded and transformed one by one in DataLoader workers? |
 # | **Seeds** | 004 (the tensordict tutorial: ImageFolder vs a memory-mapped tensorclass with batched transforms, and its headline speedup), 002 "Even faster" (precompute tensors, then numpy memmap or torch storage: no decoding) |
 # | **GPU** | optional: the batched transforms run on the GPU when there is one; every figure here is measured on the CPU path too |
+# | **Optional** | tensordict, libjpeg-turbo: the tutorial's tensorclass pipeline is skipped without tensordict; without libjpeg-turbo Pillow decodes more slowly |
 # | **Run time** | <!-- run-time --> workshop ~1.2 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # A training epoch over an image folder decodes every JPEG again, resizes it again, and only then applies the

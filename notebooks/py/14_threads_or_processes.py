@@ -6,6 +6,7 @@
 # | **Question** | On decode-every-epoch work, do threads in one process load images as fast as DataLoader's worker processes, with less CPU and memory, and how close do they get to what the cores can decode? |
 # | **Seeds** | beyond the seeds: SPDL's thread pipelines (arXiv 2504.20067), torchdata.nodes, the helpers' `ThreadLoader` |
 # | **GPU** | optional: where one is, the device-decode pipeline decodes its JPEGs on it (nvJPEG); everything else here is CPU work |
+# | **Optional** | simplejpeg, libjpeg-turbo: exercise 2's simplejpeg decode is skipped without it; without libjpeg-turbo Pillow decodes more slowly |
 # | **Run time** | <!-- run-time --> workshop ~2.2 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # The DataLoader parallelises `__getitem__` over worker *processes*: each worker starts (fork, forkserver or

@@ -6,6 +6,7 @@
 # | **Question** | When the data set lives in object storage and feeds several ranks, which sharded reader keeps up, how close to the wire does it get, and what do the shuffle buffer, the rank split and a restart cost? |
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
+# | **Optional** | ffcv, libjpeg-turbo: FFCV's .beton store is skipped without ffcv; without libjpeg-turbo Pillow decodes more slowly |
 # | **Run time** | <!-- run-time --> workshop ~3.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions

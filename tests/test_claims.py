@@ -132,8 +132,10 @@ def test_checklist_orders_by_payoff_from_notebooks_only(docs):
     workers = table[table["do this"].str.contains("workers")].iloc[0]
     assert workers["payoff here (x)"] == pytest.approx(1.8)  # from notebook 07, before any benchmark ran
     assert pd_isna(table["payoff here (x)"].iloc[-1]) and table["paid off here"].iloc[-1] == "not measured"
-    assert workers["paid off here"] == "yes"
-    assert runs.paid_off(0.95) == "no: not faster here" and runs.paid_off(float("nan")) == "not measured"
+    assert workers["paid off here"] == "yes (single run)"
+    assert runs.paid_off(0.95) == "no: not faster here (single run)" and runs.paid_off(float("nan")) == "not measured"
+    assert runs.paid_off(1.06, (0.95, 1.2)) == claims.TIE  # the notebook's interval spans 1: no verdict
+    assert runs.paid_off(1.3, (1.1, 1.5)) == "yes" and runs.paid_off(0.8, (0.7, 0.9)) == "no: not faster here"
 
 
 def pd_isna(x):

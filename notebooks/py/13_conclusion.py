@@ -132,8 +132,9 @@ print(f"checklist items measured in this run: {len(measured)} of {len(checklist)
 if len(measured):
     top = measured.iloc[0]
     print(f"largest payoff here: {top['payoff here (x)']:.3g}x, {top['do this']} ({top['notebook']})")
-unpaid = measured[measured["payoff here (x)"] <= 1]
-print("did not pay off here:", "; ".join(f"{r['do this']} ({r['payoff here (x)']:.3g}x, {r['notebook']})"
+unpaid = measured[~measured["paid off here"].str.startswith("yes")]  # slower, or a tie by its interval
+print("did not pay off here:", "; ".join(f"{r['do this']} ({r['payoff here (x)']:.3g}x, {r['paid off here']}, "
+                                         f"{r['notebook']})"
                                          for _, r in unpaid.iterrows()) or "none")
 
 # %% [markdown] slideshow={"slide_type": "slide"}

@@ -673,7 +673,7 @@ for name in ("otto_ffcv_over_dataloader_load", "otto_helpers_over_ffcv_load", "o
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each solution runs at the smoke scale on a CPU in seconds; try the exercise before you open it.
+# Each solution runs at this notebook's scale, on this run's data and knobs; try the exercise before you open it.
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** Build the three loaders again with a batch of 64 (`make_loaders(data, 64, device, seed=seed)`) and time

@@ -23,6 +23,8 @@
 # Run it after the others (`make reproduce` does); a notebook that has not run yet shows as *not measured*.
 
 # %% slideshow={"slide_type": "skip"} tags=["nbval-ignore-output"]
+import re
+
 import pandas as pd
 
 from fastloops_helpers import config
@@ -100,6 +102,37 @@ for status in claims.STATUSES:
     for _, row in rows.iterrows():
         doc = runs.notebooks(docs).get(row.notebook, {})
         print("  " + claims.line(row.claim, doc.get("figures"), device=doc.get("provenance", {}).get("device")))
+
+# %% [markdown] slideshow={"slide_type": "subslide"}
+# A claim that needs a GPU has no verdict on a machine without one. Some were measured on machines this project
+# does not have: each `reports/*.md` is the report of one run there (`make reproduce` or `make gpu-check`), with
+# its hardware line, and each of its `## bench-NAME` sections lists the figures that benchmark saved, at the
+# scale and on the device the section names. `measured_elsewhere` reads those figure tables back; the cell below
+# prints, for every claim that needs a GPU here, each report that saved its figure, judged by the same rule as
+# above. These are references from elsewhere, not this machine.
+
+# %% slideshow={"slide_type": "subslide"}
+def measured_elsewhere(report_md):
+    """Return [(section, scale, device, {figure: value})] for each `## bench-NAME` section of a saved report."""
+    found, text = [], report_md.read_text()
+    for section in re.split(r"^## ", text, flags=re.M)[1:]:
+        head, _, body = section.partition("\n")
+        where = re.search(r"^scale (\S+), device (\S+)$", body, flags=re.M)
+        if head.startswith("bench-") and where:
+            rows = re.findall(r"^\| (\w+) \| ([-+0-9.e]+|nan|inf) \|$", body, flags=re.M)
+            found.append((head, *where.groups(), {k: float(v) for k, v in rows}))
+    return found
+
+
+# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+for name in table[table.status == claims.NEEDS_GPU].claim:
+    seen = [(md, *s) for md in sorted((config.project_root() / "reports").glob("*.md")) for s in measured_elsewhere(md)]
+    seen = [s for s in seen if claims.value_of(s[4], claims.get(name).key) is not None]
+    print(f"{name}: " + ("" if seen else "measured by no report in reports/"))
+    for md, section, scale, device, figures in seen:
+        hardware = re.search(r"^- hardware: (.*?)(?: \||$)", md.read_text(), flags=re.M)
+        print(f"  {md.name}, {section} ({hardware.group(1) if hardware else 'hardware not recorded'}, "
+              f"scale {scale}): " + claims.line(name, figures, device=device))
 
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## The checklist, ordered by what it paid here

@@ -1296,7 +1296,7 @@ for name in ("stream_entropy_small_buffer_over_full", "stream_entropy_large_buff
 # %% [markdown] slideshow={"slide_type": "slide"}
 # ## Exercises
 #
-# Each one runs at the smoke scale in seconds, on this run's data and knobs, and never touches `results/`.
+# Each one runs at this notebook's scale, on this run's data and knobs, and never touches `results/`.
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **1.** Set `ahead = 0` for the pyarrow reader (one request at a time, as WebDataset and `datasets` read) and read

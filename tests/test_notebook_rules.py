@@ -14,6 +14,7 @@ import pytest
 
 from fastloops_book import claims
 from fastloops_book.notebooks import HIDDEN, RUN_TIME_MARKER, SOLUTION, SOLUTION_FIRST_LINE
+from fastloops_helpers.measure import MIN_ROUNDS
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -30,6 +31,8 @@ PROGRESS_BAR = re.compile(r"\|[#=>\-\s█▏▎▍▌▋▊▉]*\|\s*\d+/\d+")
 WARNING = re.compile(r"\b\w*Warning\b:|^WARNING[: ]", re.M)
 # "...(up to the bound 1.97x ...): predicted <= 2.17x, measured 1.68x (...)" then "    85 % of the bound"
 SHARE_OF_BOUND = re.compile(r"bound (\d+(?:\.\d+)?)x[^\n]*measured (\d+(?:\.\d+)?)x[^\n]*\n\s*(\d+) ?% of the bound")
+# "95 % interval 0.9 to 1.2 over 5 rounds" or "-inf to inf": an interval verdict over fewer rounds than can decide
+INTERVAL_ROUNDS = re.compile(r"(?:95 % interval|a tie on this machine)[^\n]*?\b(\d+) rounds|interval -?inf to -?inf")
 
 
 def wrong_shares_of_bound(text: str) -> list[str]:
@@ -143,15 +146,40 @@ def test_the_instrument_scanner_finds_a_named_contender():
     assert INSTRUMENT.search("factors = warp.factors(passes)") and not INSTRUMENT.search("the warped run")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
-def test_a_printed_share_of_a_bound_is_the_ratio_over_it(path):
-    offences = [
+def _output_offences(path: Path, scanner) -> list[str]:
+    """Return "cell N: text" for each text `scanner` finds in a code cell's stored outputs."""
+    return [
         f"cell {i}: {line}"
         for i, cell in enumerate(_cells(path))
         if cell["cell_type"] == "code"
-        for line in wrong_shares_of_bound("".join(_text(out) for out in cell.get("outputs", [])))
+        for line in scanner("".join(_text(out) for out in cell.get("outputs", [])))
     ]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_a_printed_share_of_a_bound_is_the_ratio_over_it(path):
+    offences = _output_offences(path, wrong_shares_of_bound)
     assert not offences, _report(path, "a share of a bound is the measured ratio divided by the bound", offences)
+
+
+def undecidable_intervals(text: str) -> list[str]:
+    """Return each printed interval verdict over fewer rounds than bound a 95 % interval (stats.MIN_ROUNDS)."""
+    return [
+        m.group(0)[:160] for m in INTERVAL_ROUNDS.finditer(text) if m.group(1) is None or int(m.group(1)) < MIN_ROUNDS
+    ]
+
+
+def test_the_interval_scanner_finds_a_verdict_over_too_few_rounds():
+    assert undecidable_intervals("a tie on this machine: median 1.1, 95 % interval 0.9 to 1.3 over 5 rounds")
+    assert undecidable_intervals("x: predicted 1-2x, measured 1.5x (95 % interval -inf to inf, 5 rounds): a tie")
+    assert not undecidable_intervals("met: median 1.16, 95 % interval 1.12 to 1.17 over 6 rounds (target >= 1)")
+    assert not undecidable_intervals("x: too few rounds to decide: median 1.1 over 3 rounds (6 or more bound it)")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_no_interval_verdict_over_too_few_rounds(path):
+    offences = _output_offences(path, undecidable_intervals)
+    assert not offences, _report(path, f"an interval verdict needs {MIN_ROUNDS} or more rounds", offences)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -6,7 +6,7 @@
 # | **Question** | What hardware and software does this machine have, which optional parts of the course work here, and how big will the experiments be? |
 # | **Seeds** | all: every later figure is only meaningful next to the machine that produced it |
 # | **GPU** | optional: this notebook reports what it finds |
-# | **Run time** | <!-- run-time --> workshop ~21 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~23 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Every measurement in this course is a property of a machine, not of a library. Before racing loaders we
 # write down what we race them on, check which optional pieces (GPU, [FFCV](https://ffcv.io), TensorFlow, libjpeg-turbo,

@@ -7,7 +7,7 @@
 # | **Seeds** | 000/001, "Introduction: Question" and the four loop slides |
 # | **GPU** | optional: with CUDA the DataLoader also pins memory, as on the slide; nothing else changes |
 # | **Optional** | tensorflow: the `tf.data` loop is left out without it |
-# | **Run time** | <!-- run-time --> workshop ~55 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.1 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # The slide asks which of four loops finishes 1000 epochs over 300,000 samples, batch size 300, first. The loops
 # do nothing with the batches: only the *loop* is timed (shuffle, cut into batches, hand each batch over).

@@ -6,7 +6,7 @@
 # | **Question** | How much slower is fetching a batch one sample at a time (`__getitem__` + collate) than fetching it with one batched index, and what do `__getitems__` and a batched gather save? |
 # | **Seeds** | 000/001, "Inside PyTorch Dataset and DataLoader", "Example", "Base idea", "Custom Dataset" |
 # | **GPU** | no |
-# | **Run time** | <!-- run-time --> workshop ~20 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~22 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebook 01 found the per-sample DataLoader orders of magnitude slower than a loop over whole index arrays. The
 # slide explains why: a map-style Dataset answers one index per call, so a batch of 300 costs 300 Python calls plus

@@ -6,7 +6,7 @@
 # | **Question** | Can a loader that indexes whole batches keep DataLoader's sampling semantics (every index once per epoch, batch sizes, drop_last, seeds, epochs, sharding) and still be much faster? |
 # | **Seeds** | 000/001, "Or A Custom DataLoader" |
 # | **GPU** | optional: with CUDA the last section also runs the loader on GPU-resident data |
-# | **Run time** | <!-- run-time --> workshop ~8.1 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~9.6 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # The slide ends its answer with a ten-line loader: one `randperm` per epoch, then `data[indices]` for each slice of
 # it. It is fast because it does one operation per batch. Here we write it out, list what a training loop still

@@ -7,7 +7,7 @@
 # | **Seeds** | 000/001 "Other tips": *Random number generator* and *Fast Random Number Generator*; 003: FFCV's `OrderOption.QUASI_RANDOM` |
 # | **GPU** | optional: `torch.randperm` on CUDA is timed when a GPU is present |
 # | **Optional** | ffcv: the comparison with FFCV's own QUASI_RANDOM Loader is skipped without it |
-# | **Run time** | <!-- run-time --> workshop ~1.6 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~1.5 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # A training loop that shuffles draws a new permutation of its whole index every epoch. For 10^5 samples
 # nobody notices; for 10^8 (a large data set, or token positions) the permutation alone takes seconds per

@@ -210,7 +210,7 @@ if compiled is not None:
 # Read the plot from the right, where memory traffic should dominate. Where the eager chain lands well above
 # the predicted range, the prediction missed on three counts it leaves out: a page fault costs more than zeroing its
 # 4 KiB (a trip into the kernel per page, about 250 per MiB allocated and freed per op); sin and cos are
-# evaluated to full precision element by element, which on two cores is not free next to a memory pass; and the
+# evaluated to full precision element by element, which on a few cores is not free next to a memory pass; and the
 # copy rate of section 1 (the yardstick notebook 00 uses too) was measured with warm, reused buffers. The compiled version usually stays above
 # *its* floor too, because with only two passes left the sin and cos arithmetic becomes the limit; so the
 # speed-up lands below what counting passes allows (the prediction above). On the left, small tensors pay per call: six

@@ -7,7 +7,7 @@
 # | **Seeds** | 000/001 "Other tips": *To Devices Problem*, *General Solution*, *PyTree*, *Tensordict*, *optree*, *IO*, *JAX*; 002: `pin_memory` and `non_blocking` |
 # | **GPU** | optional: every way is timed onto `config.device()` (the GPU when torch sees one); the pinned-memory section runs only on a CUDA target and says so otherwise |
 # | **Optional** | tensordict, optree, dm-tree, jax: each library's way of moving a nest is skipped without it |
-# | **Run time** | <!-- run-time --> workshop ~17 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~14 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # A batch is rarely one tensor: images, labels, masks and metadata arrive as a nested structure. The slide
 # lists six ways to move such a structure to a device. This notebook checks that each one really moves every

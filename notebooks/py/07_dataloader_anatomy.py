@@ -909,7 +909,7 @@ assert max(max(v) for v in ex4_ms.values()) < step_ms, ex4_ms  # a collate is a 
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # **5.** Wrap a `DataLoader(dataset, num_workers=1)` in `ProcessPrefetcher` and compare it with
-# `num_workers=2`: this is seed 002's "sacrifice one loader process". Which one uses the two cores better, and
+# `num_workers=2`: this is seed 002's "sacrifice one loader process". Which one uses two cores better, and
 # why? Look at `img_per_s`, `wait_share` and `parallelism` (batches being loaded at once).
 
 # %% jupyter={"outputs_hidden": true, "source_hidden": true} slideshow={"slide_type": "skip"} tags=["solution", "nbval-ignore-output"]

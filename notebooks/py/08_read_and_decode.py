@@ -452,9 +452,9 @@ print(f"its parts: copy into memory touched before {parts['copy_into_existing'] 
 #
 # [TensorRT](https://pytorch.org/TensorRT/) compiles a trained network for one NVIDIA GPU: it fuses layers, picks the fastest kernel for each
 # shape, and can run in FP16 or INT8; `torch_tensorrt` wraps the engine back into a torch module. It needs an
-# NVIDIA GPU and the TensorRT libraries, so it cannot run here. The nearest step this machine can take is
-# the same idea on the CPU: `torch.compile` (inductor) traces the model, fuses operations and generates
-# kernels for this CPU, after inference mode has removed autograd's bookkeeping. **Prediction:** inference
+# NVIDIA GPU and the TensorRT libraries; the cell below says whether this machine has both. The step every
+# machine can take is the same idea without them: `torch.compile` (inductor) traces the model, fuses
+# operations and generates kernels for this CPU, after inference mode has removed autograd's bookkeeping. **Prediction:** inference
 # mode saves a little on a small model (autograd's bookkeeping is small beside the convolutions); compiling
 # saves more where many small operations can be fused, and costs a one-off compile time, printed on its own.
 

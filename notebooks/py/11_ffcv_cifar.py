@@ -7,7 +7,7 @@
 # | **Seed** | 003 (FFCV): the CIFAR-10 part (`RGBImageField`, `CenterCropRGBImageDecoder`, `QUASI_RANDOM`, DataLoader with resize 48 + center crop 32, WRN-28-10, load-only vs full-step tables); its WideResNet classes and its timing loops as written, replayed |
 # | **GPU** | optional: the seed's overlap argument is about a GPU; on a CPU this notebook measures what happens instead |
 # | **Optional** | ffcv: FFCV's loader is left out without it |
-# | **Run time** | <!-- run-time --> workshop ~3.7 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~3.4 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # | scale | training images | model | why |
 # |---|---|---|---|

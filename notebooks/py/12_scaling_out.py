@@ -7,7 +7,7 @@
 # | **Seeds** | 000/001 ("use DataParallel / DistributedDataParallel" as the automatic answer to the device problem); no other seed mentions DDP, so the per-rank sharding here is PyTorch's and the project's |
 # | **GPU** | optional: with a GPU for every rank, each rank trains on its own GPU (nccl); with fewer GPUs than ranks, or none, all ranks run on the CPU (gloo), and the notebook prints which; with GPUs, one more cell and exercise 4 time DataParallel on them |
 # | **Optional** | ffcv: FFCV's distributed order is skipped without it |
-# | **Run time** | <!-- run-time --> workshop ~45 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~44 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # PyTorch's established engine for data-parallel training is `DistributedDataParallel` (DDP) launched by
 # `torchrun`: one process per device, each with a full copy of the model, each reading a different shard of

@@ -6,7 +6,7 @@
 # | **Question** | Which of the seeds' claims hold on this machine, by how much, and what should a fast training loop do first? |
 # | **Seeds** | all |
 # | **GPU** | no: it reads what the other notebooks saved; claims that need a GPU are marked as such |
-# | **Run time** | <!-- run-time --> workshop ~3.4 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~3.7 s (measured on AMD EPYC, 2 cores, 2026-12-04) |
 #
 # Every notebook saves its figures, with the machine, scale and commit they came from, as
 # `results/NN_name.json` (`measure.save_results`). This notebook reads them and prints what they say; it
@@ -124,7 +124,7 @@ def measured_elsewhere(report_md):
     return found
 
 
-# %% slideshow={"slide_type": "-"} tags=["nbval-ignore-output"]
+# %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 for name in table[table.status == claims.NEEDS_GPU].claim:
     seen = [(md, *s) for md in sorted((config.project_root() / "reports").glob("*.md")) for s in measured_elsewhere(md)]
     seen = [s for s in seen if claims.value_of(s[4], claims.get(name).key) is not None]
@@ -157,7 +157,8 @@ with pd.option_context("display.max_colwidth", 90, "display.float_format", "{:.3
 #
 # Decoding on threads rather than processes has its row in the table above: notebook 14 times the helpers'
 # thread pipeline against the DataLoader's best worker count on the same decode-every-epoch work, and the table
-# says whether it paid off on this machine. The cell below prints the items that did not.
+# says whether it paid off on this machine. The cell below prints the items that did not, or whose interval
+# could not tell.
 
 # %% slideshow={"slide_type": "subslide"} tags=["nbval-ignore-output"]
 measured = checklist.dropna(subset=["payoff here (x)"])
@@ -166,7 +167,7 @@ if len(measured):
     top = measured.iloc[0]
     print(f"largest payoff here: {top['payoff here (x)']:.3g}x, {top['do this']} ({top['notebook']})")
 unpaid = measured[~measured["paid off here"].str.startswith("yes")]  # slower, or a tie by its interval
-print("did not pay off here:", "; ".join(f"{r['do this']} ({r['payoff here (x)']:.3g}x, {r['paid off here']}, "
+print("not shown to pay off here (not faster, or a tie):", "; ".join(f"{r['do this']} ({r['payoff here (x)']:.3g}x, {r['paid off here']}, "
                                          f"{r['notebook']})"
                                          for _, r in unpaid.iterrows()) or "none")
 

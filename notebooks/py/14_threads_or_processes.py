@@ -854,7 +854,7 @@ print(f"GIL-held share of a sample (section 1): {share:.2f}; Amdahl's cap on the
 
 # %% [markdown] slideshow={"slide_type": "-"}
 # What others measured where free-threaded builds exist, and what that predicts for this run: with no GIL every
-# stage of the thread loader runs in parallel, so it should approach the limit of section 2, less the build's
+# stage of the thread loader runs in parallel, so it should approach the cores' limit, less the build's
 # single-thread penalty. The prediction misses where the main thread's collate and loop become the bottleneck,
 # where a decoder serialises its calls with its own lock, or where an extension without free-threaded support
 # switches the GIL back on at import.

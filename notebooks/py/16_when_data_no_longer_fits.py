@@ -7,7 +7,7 @@
 # | **Seeds** | beyond the seeds: WebDataset tar shards, Hugging Face `datasets` streaming Parquet, pyarrow; notebook 09's memmap and FFCV as local baselines |
 # | **GPU** | not needed: everything here is CPU work and loopback network traffic |
 # | **Optional** | ffcv, libjpeg-turbo: FFCV's .beton store is skipped without ffcv; without libjpeg-turbo Pillow decodes more slowly |
-# | **Run time** | <!-- run-time --> workshop ~3.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~2.9 min (measured on AMD EPYC, 2 cores, 2026-12-03) |
 #
 # Notebooks 09 to 11 end with the data set on a local disk, decoded once and memory-mapped. The next questions
 # come when the data set is larger than the disk, lives in object storage and feeds several ranks at once. The

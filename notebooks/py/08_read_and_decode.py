@@ -7,7 +7,7 @@
 # | **Seeds** | 002: "Read faster" (fast hardware, the storage ladder), "Fast decoding libjpeg-turbo" (jpeg4py, Pillow), "Copy between numpy and pytorch", "Faster model: TensorRT", "CUDA programming" (PyCUDA) |
 # | **GPU** | optional: nvJPEG's decode, TensorRT and PyCUDA need an NVIDIA GPU; their cells run where one is and say what they skipped otherwise |
 # | **Optional** | simplejpeg, pyturbojpeg, torch.compile, libjpeg-turbo: each decoder or compiled step is skipped without its package (without libjpeg-turbo Pillow decodes more slowly) |
-# | **Run time** | <!-- run-time --> workshop ~35 s (measured on AMD EPYC, 2 cores, 2026-12-03) |
+# | **Run time** | <!-- run-time --> workshop ~17 s (measured on AMD EPYC, 2 cores, 2026-12-07) |
 #
 # Before a batch can be collated, every sample is read from storage and decoded. Seed 002 ranks storage from
 # RAM down to the internet and recommends libjpeg-turbo for decoding. Here we measure both on this machine, then
@@ -486,7 +486,9 @@ if config.scale() != "smoke":
     infer["torch.compile, inference_mode"] = lambda: forward_inference(compiled, x)
 else:
     print("torch.compile skipped at smoke scale (its one-off compile time would dominate the run); run at workshop to see it")
-infer_times = measure.interleaved(infer)  # rounds interleaved: a busy moment hits all
+# rounds interleaved, so a busy moment hits all; each round in a new order, because a call can inherit the state the
+# call before it left (awake threads, warm caches), and in a fixed order one contender would always follow the same one
+infer_times = measure.interleaved(infer, repeat=2 * config.size("repeat"), shuffle=True)  # the order adds spread
 inf = measure.summarize(infer_times, baseline="eager, autograd on")
 saved = {name: [(1 - r) * 100 for r in measure.ratios(infer_times, name, "eager, autograd on")]
          for name in infer}  # % of the autograd-on time saved, round by round

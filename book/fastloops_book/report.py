@@ -101,9 +101,9 @@ def doc_section(name: str, doc: dict, folder: Path, hardware: str, qualify: bool
         parts.append(f"hardware: {prov.get('hardware')}\n")
     if prov.get("knobs"):
         parts.append("knobs: " + ", ".join(f"{k}={v}" for k, v in prov["knobs"].items()) + "\n")
-    if qualify:  # a benchmark's figures carry its name: they are another run's values
+    if qualify:  # a benchmark's figures carry its name, beside the notebook's own that they copy
         figures = [{"figure": f"{name}.{k}", "value": v} for k, v in doc["figures"].items()]
-        parts += ["### figures of this benchmark run\n", markdown_table(figures)]
+        parts += ["### this benchmark's figures\n", markdown_table(figures)]
     if doc.get("rows"):
         parts += ["### rows\n", markdown_table(doc["rows"])]
     parts += [f"![{png.stem}]({png.name})\n" for png in sorted(folder.glob(f"{name}*.png"))]

@@ -172,7 +172,7 @@ print("not shown to pay off here (not faster, or a tie):", "; ".join(f"{r['do th
                                          for _, r in unpaid.iterrows()) or "none")
 
 # %% [markdown] slideshow={"slide_type": "slide"}
-# ## The benchmarks, as their own run
+# ## The benchmarks: the notebooks' figures against the project's targets
 #
 # A benchmark's figures are the notebook's own: `python -m fastloops_book.bench NAME` executes notebook NAME
 # and copies what it saved, and `bench all --saved` (what `make reproduce` runs) copies what the notebooks of

@@ -486,9 +486,8 @@ if config.scale() != "smoke":
     infer["torch.compile, inference_mode"] = lambda: forward_inference(compiled, x)
 else:
     print("torch.compile skipped at smoke scale (its one-off compile time would dominate the run); run at workshop to see it")
-# rounds interleaved, so a busy moment hits all; each round in a new order, because a call can inherit the state the
-# call before it left (awake threads, warm caches), and in a fixed order one contender would always follow the same one
-infer_times = measure.interleaved(infer, repeat=2 * config.size("repeat"), shuffle=True)  # the order adds spread
+# interleaved, each round in a new order (`shuffle`: no contender always follows the compiled call), twice the rounds
+infer_times = measure.interleaved(infer, repeat=2 * config.size("repeat"), shuffle=True)
 inf = measure.summarize(infer_times, baseline="eager, autograd on")
 saved = {name: [(1 - r) * 100 for r in measure.ratios(infer_times, name, "eager, autograd on")]
          for name in infer}  # % of the autograd-on time saved, round by round
